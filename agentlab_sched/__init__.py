@@ -1,0 +1,1 @@
+"""agentlab-sched: a Postgres-native scheduler for agent and workflow runs."""

@@ -1,0 +1,50 @@
+"""Connections: which database, and how our connections are set up."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import psycopg
+from psycopg.rows import dict_row
+
+from .settings import Settings
+
+
+@dataclass(frozen=True)
+class Database:
+    url: str
+    #: Where it came from, said by every command: "AGENTLAB_SCHED_DATABASE_URL" or "embedded (<dir>)".
+    origin: str
+
+
+def resolve(settings: Settings | None = None, *, data_dir: str | None = None) -> Database:
+    """The configured database, or the embedded server (started if needed) when none is configured."""
+    settings = settings or Settings.from_env()
+    if settings.database_url:
+        return Database(settings.database_url, "AGENTLAB_SCHED_DATABASE_URL")
+    from . import embedded
+
+    where = data_dir or settings.data_dir or str(embedded.default_data_dir())
+    return Database(embedded.start(where), f"embedded PostgreSQL ({where})")
+
+
+def connect_kwargs(locale: str | None = None) -> dict[str, object]:
+    """Session settings for every connection we open: the locale SQL messages render in."""
+    options = []
+    if locale:
+        options.append(f"-c agentlab_sched.locale={locale}")
+    # Generic plans built on an empty jobs table are pathological later (reference/procrastinate.md).
+    options.append("-c plan_cache_mode=force_custom_plan")
+    return {"options": " ".join(options), "application_name": "agentlab-sched"}
+
+
+async def connect(url: str, *, locale: str | None = None, autocommit: bool = True) -> psycopg.AsyncConnection:
+    """An async connection with dict rows and our session settings."""
+    return await psycopg.AsyncConnection.connect(
+        url, autocommit=autocommit, row_factory=dict_row, **connect_kwargs(locale)
+    )
+
+
+def connect_sync(url: str, *, locale: str | None = None, autocommit: bool = True) -> psycopg.Connection:
+    """A sync connection with dict rows and our session settings."""
+    return psycopg.Connection.connect(url, autocommit=autocommit, row_factory=dict_row, **connect_kwargs(locale))

@@ -1,0 +1,120 @@
+"""User-facing text in `en` and `zh-CN`.
+
+Every message has a stable code and one template per locale. Templates use ``{name}`` placeholders,
+filled from plain strings and numbers only, so no Python repr can leak into a message. The catalogue
+is split by domain (one module each); `agentlab-sched migrate` copies it into the database table
+``agentlab_sched.messages`` so SQL functions render the very same words (``agentlab_sched.msg()``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from . import cron as _cron
+from . import firing as _firing
+from . import notify as _notify
+from . import runs as _runs
+from . import validation as _validation
+
+LOCALES = ("en", "zh-CN")
+DEFAULT_LOCALE = "en"
+
+#: code -> {locale: template}
+CATALOG: dict[str, dict[str, str]] = {}
+for _module in (_validation, _cron, _firing, _runs, _notify):
+    for _code, (_en, _zh) in _module.MESSAGES.items():
+        if _code in CATALOG:
+            raise RuntimeError(f"message code defined twice: {_code}")
+        CATALOG[_code] = {"en": _en, "zh-CN": _zh}
+
+#: The words for "no value", used instead of Python's None.
+NOT_SET = {"en": "not set", "zh-CN": "未填写"}
+
+
+def current_locale() -> str:
+    """The deployment's locale: ``AGENTLAB_SCHED_LOCALE`` (``en`` or ``zh-CN``), ``en`` by default."""
+    value = os.environ.get("AGENTLAB_SCHED_LOCALE", "").strip()
+    return normalise_locale(value) if value else DEFAULT_LOCALE
+
+
+def normalise_locale(value: str) -> str:
+    """Map ``zh``, ``zh_CN``, ``zh-cn`` ... onto a shipped locale; anything else is English."""
+    lowered = value.strip().replace("_", "-").lower()
+    if lowered.startswith("zh"):
+        return "zh-CN"
+    return "en"
+
+
+def text(value: object, locale: str) -> str:
+    """Render one parameter for a message: never a Python repr."""
+    if value is None:
+        return NOT_SET[locale]
+    if isinstance(value, bool):
+        return ("yes" if value else "no") if locale == "en" else ("是" if value else "否")
+    if isinstance(value, (list, tuple, set, frozenset)):
+        sep = ", " if locale == "en" else "、"
+        return sep.join(text(v, locale) for v in value)
+    if isinstance(value, timedelta):
+        return duration(value, locale)
+    return str(value)
+
+
+def render(code: str, locale: str | None = None, /, **params: object) -> str:
+    """The text of message ``code`` in ``locale`` (the deployment's by default)."""
+    loc = normalise_locale(locale) if locale else current_locale()
+    template = CATALOG[code][loc]
+    return template.format_map(_Params({k: text(v, loc) for k, v in params.items()}))
+
+
+class _Params(dict[str, str]):
+    def __missing__(self, key: str) -> str:  # a missing parameter shows as itself, never a KeyError
+        return "{" + key + "}"
+
+
+_UNITS = (
+    (86400, ("day", "days"), "天"),
+    (3600, ("hour", "hours"), "小时"),
+    (60, ("minute", "minutes"), "分钟"),
+    (1, ("second", "seconds"), "秒"),
+)
+
+
+def duration(value: timedelta | float | int, locale: str) -> str:
+    """``10 minutes`` / ``10 分钟``; ``1 hour 30 minutes`` / ``1 小时 30 分钟``."""
+    seconds = int(value.total_seconds() if isinstance(value, timedelta) else value)
+    if seconds <= 0:
+        return "0 seconds" if locale == "en" else "0 秒"
+    parts: list[str] = []
+    for size, (one, many), zh in _UNITS:
+        count, seconds = divmod(seconds, size)
+        if count:
+            parts.append(f"{count} {one if count == 1 else many}" if locale == "en" else f"{count} {zh}")
+    return " ".join(parts)
+
+
+def local_time(value: datetime, tz: str) -> str:
+    """A time in the schedule's zone as ``YYYY-MM-DD HH:MM`` (seconds shown only when not zero)."""
+    local = value.astimezone(ZoneInfo(tz))
+    return local.strftime("%Y-%m-%d %H:%M:%S" if local.second else "%Y-%m-%d %H:%M")
+
+
+def catalog_rows() -> list[tuple[str, str, str]]:
+    """(code, locale, template) rows for the database copy of the catalogue."""
+    return [(code, loc, tpl) for code, per in sorted(CATALOG.items()) for loc, tpl in per.items()]
+
+
+def check_catalog(catalog: Mapping[str, Mapping[str, str]] = CATALOG) -> list[str]:
+    """Codes whose locales disagree on placeholders (a test keeps this empty)."""
+    import string
+
+    bad = []
+    for code, per in catalog.items():
+        names = {
+            loc: {f for _, f, _, _ in string.Formatter().parse(tpl) if f} for loc, tpl in per.items()
+        }
+        if set(per) != set(LOCALES) or len({frozenset(v) for v in names.values()}) != 1:
+            bad.append(code)
+    return bad

