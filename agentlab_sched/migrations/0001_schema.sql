@@ -43,8 +43,10 @@ CREATE TABLE agentlab_sched.schedules (
     context text NOT NULL DEFAULT 'isolated',
     session_key text,
     next_run_at timestamptz,
-    -- Set when the worker must (re)compute next_run_at: created or changed in SQL.
-    needs_plan boolean NOT NULL DEFAULT true,
+    -- Set when a worker must (re)compute next_run_at, which only Python can (cron is evaluated there):
+    -- 'now' = the first due time after now (new, enabled, resumed); 'pending' = continue from the pending
+    -- due time next_run_at, inclusive (cron or time zone changed).
+    replan text DEFAULT 'now' CHECK (replan IN ('now', 'pending')),
     version integer NOT NULL DEFAULT 1,
     created_at timestamptz NOT NULL DEFAULT now(),
     updated_at timestamptz NOT NULL DEFAULT now(),
@@ -81,7 +83,7 @@ CREATE TABLE agentlab_sched.schedules (
 
 -- The tick reads only what is due (and what a worker must plan): both partial, both tiny when idle.
 CREATE INDEX schedules_due_idx ON agentlab_sched.schedules (next_run_at) WHERE enabled;
-CREATE INDEX schedules_needs_plan_idx ON agentlab_sched.schedules (id) WHERE needs_plan;
+CREATE INDEX schedules_replan_idx ON agentlab_sched.schedules (id) WHERE replan IS NOT NULL;
 
 CREATE TABLE agentlab_sched.schedule_changes (
     id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
