@@ -48,10 +48,17 @@ def normalise_locale(value: str) -> str:
     return "en"
 
 
+def term(code: str, **params: object) -> dict[str, object]:
+    """A message parameter that renders as message ``code`` in the reader's locale (a field name, ...)."""
+    return {"msg": code, "params": params} if params else {"msg": code}
+
+
 def text(value: object, locale: str) -> str:
     """Render one parameter for a message: never a Python repr."""
     if value is None:
         return NOT_SET[locale]
+    if isinstance(value, dict) and "msg" in value:  # a term that is itself a message, e.g. a field name
+        return render(str(value["msg"]), locale, **(value.get("params") or {}))
     if isinstance(value, bool):
         return ("yes" if value else "no") if locale == "en" else ("是" if value else "否")
     if isinstance(value, (list, tuple, set, frozenset)):

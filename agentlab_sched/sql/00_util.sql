@@ -10,19 +10,6 @@ LANGUAGE sql STABLE AS $$
                'en')) LIKE 'zh%' THEN 'zh-CN' ELSE 'en' END
 $$;
 
--- One parameter as message text: never a JSON or SQL repr (null -> "not set" / 未填写).
-CREATE OR REPLACE FUNCTION agentlab_sched.msg_value(value jsonb, loc text) RETURNS text
-LANGUAGE sql IMMUTABLE AS $$
-    SELECT CASE
-        WHEN value IS NULL OR jsonb_typeof(value) = 'null' THEN
-            CASE WHEN loc = 'zh-CN' THEN '未填写' ELSE 'not set' END
-        WHEN jsonb_typeof(value) = 'array' THEN
-            (SELECT string_agg(agentlab_sched.msg_value(e, loc), CASE WHEN loc = 'zh-CN' THEN '、' ELSE ', ' END)
-             FROM jsonb_array_elements(value) AS e)
-        ELSE value #>> '{}'
-    END
-$$;
-
 -- Render message `code` with `params` in `loc` (the session's locale by default): the same catalogue
 -- and the same {placeholder} rules as agentlab_sched.messages.render() in Python.
 CREATE OR REPLACE FUNCTION agentlab_sched.msg(code text, params jsonb DEFAULT '{}'::jsonb, loc text DEFAULT NULL)
@@ -43,6 +30,21 @@ BEGIN
     END LOOP;
     RETURN result;
 END
+$$;
+
+-- One parameter as message text: never a JSON or SQL repr (null -> "not set" / 未填写).
+CREATE OR REPLACE FUNCTION agentlab_sched.msg_value(value jsonb, loc text) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT CASE
+        WHEN value IS NULL OR jsonb_typeof(value) = 'null' THEN
+            CASE WHEN loc = 'zh-CN' THEN '未填写' ELSE 'not set' END
+        WHEN jsonb_typeof(value) = 'object' AND value ? 'msg' THEN
+            agentlab_sched.msg(value ->> 'msg', coalesce(value -> 'params', '{}'::jsonb), loc)
+        WHEN jsonb_typeof(value) = 'array' THEN
+            (SELECT string_agg(agentlab_sched.msg_value(e, loc), CASE WHEN loc = 'zh-CN' THEN '、' ELSE ', ' END)
+             FROM jsonb_array_elements(value) AS e)
+        ELSE value #>> '{}'
+    END
 $$;
 
 -- Raise a refusal that names the field: the message in the session's locale, SQLSTATE 22023 (or the
