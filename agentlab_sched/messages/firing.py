@@ -1,3 +1,98 @@
-"""Messages of the firing domain: code -> (en, zh-CN)."""
+"""Messages of the firing engine (ledger reasons): code -> (en, zh-CN)."""
 
-MESSAGES: dict[str, tuple[str, str]] = {}
+MESSAGES: dict[str, tuple[str, str]] = {
+    "misfire.backlog": (
+        "missed {first} to {last} ({timezone}) while no worker was firing; only the latest due time is "
+        "caught up",
+        "{first} 至 {last}({timezone})期间没有调度在运行,错过的触发不再补发,只补最近的一次",
+    ),
+    "misfire.backlog_one": (
+        "missed {first} ({timezone}) while no worker was firing; only the latest due time is caught up",
+        "{first}({timezone})时没有调度在运行,错过的这次不再补发,只补最近的一次",
+    ),
+    "misfire.beyond_grace": (
+        "missed {first} to {last} ({timezone}), more than the misfire grace of {grace} ago; not caught up",
+        "错过了 {first} 至 {last}({timezone})的触发,已超过补发宽限 {grace},不再补发",
+    ),
+    "misfire.beyond_grace_one": (
+        "missed {first} ({timezone}), more than the misfire grace of {grace} ago; not caught up",
+        "错过了 {first}({timezone})的触发,已超过补发宽限 {grace},不再补发",
+    ),
+    "misfire.no_catchup": (
+        "missed {first} to {last} ({timezone}); this schedule does not catch up missed fires",
+        "错过了 {first} 至 {last}({timezone})的触发;此定时任务设置为不补发",
+    ),
+    "misfire.no_catchup_one": (
+        "missed {first} ({timezone}); this schedule does not catch up missed fires",
+        "错过了 {first}({timezone})的触发;此定时任务设置为不补发",
+    ),
+    "fire.cron_invalid": (
+        "the cron expression no longer parses ({problem}); the schedule is stopped until it is fixed",
+        "cron 表达式无法解析({problem}),定时任务已停止,修正后才会继续",
+    ),
+    "overlap.in_progress": (
+        "the previous run #{run} is still in progress; this fire was skipped",
+        "上一次运行 #{run} 仍在进行中,本次触发已跳过",
+    ),
+    "overlap.awaiting_approval": (
+        "the previous run #{run} is awaiting approval; this fire was skipped",
+        "上一次运行 #{run} 正在等待审批,本次触发已跳过",
+    ),
+    "overlap.suspended": (
+        "the previous run #{run} is suspended (usually after a worker restart): resume or abandon it in the "
+        "run history; this fire was skipped",
+        "上一次运行 #{run} 已挂起(通常是服务重启所致),请在运行记录中继续运行或放弃这次运行,本次触发已跳过",
+    ),
+    "overlap.one_waiting": (
+        "a run of this schedule is already waiting to start (overlap buffer_one); this fire was skipped",
+        "已有一次运行在排队等待开始(重叠策略 buffer_one),本次触发已跳过",
+    ),
+    "launch.unknown_task": (
+        "no live worker has registered the task {task}; start a worker that includes it",
+        "没有在线的 worker 注册过任务 {task},请启动包含该任务的 worker",
+    ),
+    "launch.error": (
+        "the run could not be started because of an internal error; details are in the worker log",
+        "因内部错误未能发起运行,详情请查看 worker 日志",
+    ),
+    "launch.bad_inputs": (
+        "inputs: {problem}",
+        "输入参数:{problem}",
+    ),
+    "inputs.unknown_placeholder": (
+        "unknown placeholder {placeholder}; known: {known}",
+        "不认识的占位符 {placeholder};可用的有:{known}",
+    ),
+    "launch.no_runs_left": (
+        "the schedule has no runs left (remaining_runs is 0)",
+        "定时任务的剩余运行次数已用完(remaining_runs 为 0)",
+    ),
+    "request.ended": (
+        "the schedule has ended (ends_at is past); nothing was fired",
+        "定时任务已过结束时间(ends_at),未触发",
+    ),
+    "backfill.too_many": (
+        "backfill: the range {start} to {end} holds {count} due times, more than the limit of {limit}; "
+        "choose a shorter range",
+        "补跑:{start} 至 {end} 之间有 {count} 个触发时间,超过上限 {limit},请缩短范围",
+    ),
+    "backfill.bad_range": (
+        "backfill: the start {start} must be before the end {end}",
+        "补跑:开始时间 {start} 必须早于结束时间 {end}",
+    ),
+}
+
+MESSAGES.update({
+    "schedule.paused_after_failures": (
+        "paused after {count} consecutive failures (since {since}, {timezone}); fix the cause, then resume it",
+        "连续失败 {count} 次后已自动暂停(自 {since},{timezone});排除原因后请恢复",
+    ),
+    "overlap.cancelled_by_newer": (
+        "cancelled: a newer fire of this schedule started (overlap cancel_other)",
+        "已取消:该定时任务的新一次触发已开始(重叠策略 cancel_other)",
+    ),
+})
+
+MESSAGES.update({
+    "launch.refused": ("{reason}", "{reason}"),
+})

@@ -142,7 +142,8 @@ CREATE TABLE agentlab_sched.fires (
     reason text,
     reason_params jsonb,
     inputs jsonb,
-    run_id uuid REFERENCES agentlab_sched.runs (id) ON DELETE SET NULL,
+    -- Deferred: a fire and its run are written in one transaction, each naming the other.
+    run_id uuid REFERENCES agentlab_sched.runs (id) ON DELETE SET NULL DEFERRABLE INITIALLY DEFERRED,
     requested_by text,
     created_at timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT fires_once UNIQUE (schedule_id, fire_at, kind),
@@ -159,18 +160,23 @@ CREATE TABLE agentlab_sched.fire_requests (
     id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     schedule_id bigint NOT NULL REFERENCES agentlab_sched.schedules (id) ON DELETE CASCADE,
     kind text NOT NULL CHECK (kind IN ('manual', 'backfill')),
+    -- manual: the instant asked for; backfill: the range [fire_at, until] whose due times are fired.
     fire_at timestamptz NOT NULL,
+    until timestamptz,
     inputs jsonb CHECK (inputs IS NULL OR jsonb_typeof(inputs) = 'object'),
     requested_by text NOT NULL,
     requested_at timestamptz NOT NULL DEFAULT clock_timestamp(),
-    fire_id bigint,
+    fire_ids bigint[],
+    -- Set when the request could not be carried out at all (e.g. a backfill range too large).
+    error text,
     done_at timestamptz
 );
 CREATE INDEX fire_requests_pending_idx ON agentlab_sched.fire_requests (id) WHERE done_at IS NULL;
 CREATE INDEX fires_run_idx ON agentlab_sched.fires (run_id);
 
 ALTER TABLE agentlab_sched.runs
-    ADD CONSTRAINT runs_fire_fk FOREIGN KEY (fire_id) REFERENCES agentlab_sched.fires (id) ON DELETE SET NULL;
+    ADD CONSTRAINT runs_fire_fk FOREIGN KEY (fire_id) REFERENCES agentlab_sched.fires (id) ON DELETE SET NULL
+    DEFERRABLE INITIALLY DEFERRED;
 
 CREATE TABLE agentlab_sched.approvals (
     id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -1,0 +1,87 @@
+"""The scheduler as a Procrastinate blueprint: include it in any app and plain workers fire schedules.
+
+    app.add_tasks_from(agentlab_sched.blueprint, namespace="agentlab_sched")
+
+The tick runs every second as a periodic task (with a queueing lock, so ticks never pile up); it
+claims what is due and fires it (`tick.fire_due`), using the database clock. `agentlab-sched worker`
+adds a precise loop beside it so that fires start on time rather than up to a tick late.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import procrastinate
+import psycopg
+from psycopg.rows import dict_row
+
+from . import tick as tick_module
+from .settings import Settings
+
+logger = logging.getLogger(__name__)
+
+#: Seconds between two registrations of a worker's task names (a fire for a task that no live worker
+#: registered within 10 minutes is refused).
+REGISTER_EVERY = 60.0
+_registered_at: dict[int, float] = {}
+
+
+@asynccontextmanager
+async def scheduler_connection(app: procrastinate.App, settings: Settings) -> AsyncIterator[psycopg.AsyncConnection]:
+    """A connection from the app's pool, with dict rows and the deployment's locale for SQL messages."""
+    pool = app.connector.pool  # type: ignore[attr-defined]
+    async with pool.connection() as conn:
+        previous = conn.row_factory
+        conn.row_factory = dict_row
+        try:
+            await conn.execute("SELECT set_config('agentlab_sched.locale', %s, false)", (settings.locale,))
+            yield conn
+        finally:
+            conn.row_factory = previous
+
+
+async def register_app_tasks(app: procrastinate.App, conn: psycopg.AsyncConnection, *, force: bool = False) -> None:
+    """Record the app's task names as runnable by a live worker (throttled to once a minute)."""
+    now = time.monotonic()
+    if not force and now - _registered_at.get(id(app), -REGISTER_EVERY) < REGISTER_EVERY:
+        return
+    await tick_module.register_tasks(conn, list(app.tasks))
+    _registered_at[id(app)] = now
+
+
+async def run_tick(app: procrastinate.App, settings: Settings | None = None) -> tick_module.TickReport | None:
+    """One tick on the app's pool: register tasks, fire what is due. None when firing is off."""
+    settings = settings or Settings.from_env()
+    if not settings.scheduler:
+        return None
+    async with scheduler_connection(app, settings) as conn:
+        await register_app_tasks(app, conn)
+        return await tick_module.fire_due(conn, settings=settings)
+
+
+async def tick(context: procrastinate.JobContext, timestamp: int) -> dict[str, Any] | None:
+    """Fire every schedule that is due (the database clock decides, not ``timestamp``)."""
+    report = await run_tick(context.app)
+    if report is None:
+        return None
+    return {"claimed": report.claimed, "fires": report.fires}
+
+
+def make_blueprint() -> procrastinate.Blueprint:
+    """A new blueprint with the scheduler's tasks (Procrastinate renames a blueprint's tasks when an app
+    includes it, so each app needs its own)."""
+    bp = procrastinate.Blueprint()
+    task = bp.task(name="tick", queueing_lock="agentlab_sched:tick", pass_context=True)(tick)
+    bp.periodic(cron="* * * * * *", periodic_id="tick")(task)
+    from . import housekeeping
+
+    housekeeping.register(bp)
+    return bp
+
+
+#: Include it in a host app: ``app.add_tasks_from(agentlab_sched.blueprint, namespace="agentlab_sched")``.
+blueprint = make_blueprint()

@@ -1,0 +1,67 @@
+"""A ready Procrastinate app with the scheduler and four demo tasks (`agentlab-sched dev` uses it).
+
+    agentlab-sched worker --app agentlab_sched.demo.app
+
+`app` is built on first use from the configured database (or the embedded one); `make_app(url)` builds
+one for a given URL (tests, benchmarks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import procrastinate
+
+from .blueprint import make_blueprint
+
+
+async def echo(**inputs: Any) -> dict[str, Any]:
+    """Return its inputs."""
+    return inputs
+
+
+async def sleep(seconds: float = 1.0, **inputs: Any) -> float:
+    """Sleep for ``seconds`` (an overlapping run, a timeout to hit)."""
+    await asyncio.sleep(float(seconds))
+    return float(seconds)
+
+
+async def fail(message: str = "demo.fail was asked to fail", **inputs: Any) -> None:
+    """Fail with ``message``."""
+    raise RuntimeError(message)
+
+
+async def ask(**inputs: Any) -> Any:
+    """Pause for approval once, then return what the approver said."""
+    try:
+        from .approvals import ask_once
+    except ImportError:
+        raise RuntimeError("demo.ask needs run approvals, which this build does not have yet") from None
+    return await ask_once("demo.ask: approve this run?", inputs)
+
+
+def make_app(url: str, **connector_options: Any) -> procrastinate.App:
+    """The demo app on the database at ``url``."""
+    from .worker import connector_for
+
+    app = procrastinate.App(connector=connector_for(url, **connector_options))
+    app.add_tasks_from(make_blueprint(), namespace="agentlab_sched")
+    for func in (echo, sleep, fail, ask):
+        app.task(name=f"demo.{func.__name__}")(func)
+    return app
+
+
+_app: procrastinate.App | None = None
+
+
+def __getattr__(name: str) -> Any:
+    # `app` is resolved lazily so that importing this module never starts a database server.
+    global _app
+    if name == "app":
+        if _app is None:
+            from . import db
+
+            _app = make_app(db.resolve().url)
+        return _app
+    raise AttributeError(name)

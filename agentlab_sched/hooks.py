@@ -1,0 +1,70 @@
+"""Hooks a host app registers: resolvers that may refuse a launch, per task."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+
+class LaunchRefused(Exception):  # noqa: N818 - the name says what it means to the host app
+    """Raised by a resolver to refuse a fire; its words are recorded verbatim as the fire's reason."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """What a resolver is told about the fire it may refuse."""
+
+    schedule_id: int
+    schedule: str
+    task: str
+    fire_at: datetime
+    kind: str
+    inputs: dict[str, Any]
+
+
+Resolver = Callable[[LaunchRequest], None | Awaitable[None]]
+_resolvers: dict[str, Resolver] = {}
+
+
+def resolver(task: str) -> Callable[[Resolver], Resolver]:
+    """Register a resolver for ``task``: it runs before every launch and may raise `LaunchRefused`.
+
+    Example: check that a published version of the workflow exists::
+
+        @agentlab_sched.resolver("reports.store_weekly")
+        async def needs_published(request: LaunchRequest) -> None:
+            if not await published(request.inputs["workflow"]):
+                raise LaunchRefused("the workflow has no published version; publish it first")
+    """
+
+    def register(func: Resolver) -> Resolver:
+        _resolvers[task] = func
+        return func
+
+    return register
+
+
+def unregister(task: str) -> None:
+    """Remove the resolver of ``task`` (tests, reloads)."""
+    _resolvers.pop(task, None)
+
+
+async def resolve(request: LaunchRequest) -> None:
+    """Run the resolver registered for the request's task, if any (may raise LaunchRefused)."""
+    func = _resolvers.get(request.task)
+    if func is None:
+        return
+    result = func(request)
+    if inspect.isawaitable(result):
+        await result
+
+
+def has_resolver(task: str) -> bool:
+    return task in _resolvers

@@ -1,0 +1,465 @@
+-- The firing engine's database half: claim due schedules, and apply the plans the workers computed.
+-- Python evaluates cron and decides what a tick does (agentlab_sched/planner.py); these functions
+-- apply it: overlap checks under the schedule's row lock, rendering of inputs, ledger rows, runs and
+-- their Procrastinate jobs, all in the caller's transaction. One implementation (launch) serves the
+-- tick, trigger and backfill alike.
+
+-- Schedules a tick must handle at `now`: due ones, and ones whose next_run_at a worker must compute.
+-- Locked for the caller's transaction; rows another tick holds are skipped, never waited for.
+CREATE OR REPLACE FUNCTION agentlab_sched.claim_due(now timestamptz, batch integer)
+RETURNS SETOF agentlab_sched.schedules
+LANGUAGE sql AS $$
+    SELECT s.* FROM agentlab_sched.schedules s
+    WHERE s.id IN (
+        (SELECT id FROM agentlab_sched.schedules
+         WHERE enabled AND next_run_at <= claim_due.now ORDER BY next_run_at LIMIT batch)
+        UNION ALL
+        (SELECT id FROM agentlab_sched.schedules WHERE replan IS NOT NULL LIMIT batch))
+    ORDER BY s.next_run_at NULLS FIRST, s.id
+    LIMIT batch
+    FOR UPDATE SKIP LOCKED
+$$;
+
+-- The values a template can use, for one fire: all computed in the schedule's time zone.
+CREATE OR REPLACE FUNCTION agentlab_sched.template_values(fire_at timestamptz, tz text, name text, kind text)
+RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object(
+        'schedule.fire_at', to_char(l, 'YYYY-MM-DD"T"HH24:MI:SS')
+            || CASE WHEN off < interval '0' THEN '-' ELSE '+' END
+            || to_char(abs(extract(epoch FROM off))::int / 3600, 'FM00') || ':'
+            || to_char(abs(extract(epoch FROM off))::int % 3600 / 60, 'FM00'),
+        'schedule.fire_at_utc', to_char(fire_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+        'schedule.date', to_char(l, 'YYYY-MM-DD'),
+        'schedule.time', to_char(l, 'HH24:MI'),
+        'schedule.yesterday', to_char(l::date - 1, 'YYYY-MM-DD'),
+        'schedule.tomorrow', to_char(l::date + 1, 'YYYY-MM-DD'),
+        'schedule.week_start', to_char(date_trunc('week', l)::date, 'YYYY-MM-DD'),
+        'schedule.last_week_start', to_char(date_trunc('week', l)::date - 7, 'YYYY-MM-DD'),
+        'schedule.month_start', to_char(date_trunc('month', l)::date, 'YYYY-MM-DD'),
+        'schedule.last_month_start', to_char((date_trunc('month', l) - interval '1 month')::date, 'YYYY-MM-DD'),
+        'schedule.year', to_char(l, 'YYYY'),
+        'schedule.name', name,
+        'schedule.timezone', tz,
+        'schedule.kind', kind)
+    FROM (SELECT fire_at AT TIME ZONE tz AS l, (fire_at AT TIME ZONE tz) - (fire_at AT TIME ZONE 'UTC') AS off) t
+$$;
+
+-- Render `{{ schedule.x }}` placeholders in every string of the template. A small, safe language:
+-- names only, no expressions, no code. An unknown placeholder is refused with its name.
+CREATE OR REPLACE FUNCTION agentlab_sched.render_inputs(template jsonb, fire_at timestamptz, tz text,
+                                                        name text DEFAULT '', kind text DEFAULT 'scheduled')
+RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    body text := template::text;
+    vals jsonb;
+    k text;
+    v text;
+    leftover text;
+BEGIN
+    IF position('{{' IN body) = 0 THEN
+        RETURN template;  -- the common case: nothing to render, no work
+    END IF;
+    vals := agentlab_sched.template_values(fire_at, tz, name, kind);
+    FOR k, v IN SELECT key, value #>> '{}' FROM jsonb_each(vals) LOOP
+        -- Values are JSON-escaped (without their quotes) since they land inside JSON strings.
+        body := regexp_replace(body, '\{\{\s*' || replace(k, '.', '\.') || '\s*\}\}',
+                               replace(substr(to_jsonb(v)::text, 2, length(to_jsonb(v)::text) - 2), '\', '\\'),
+                               'g');
+    END LOOP;
+    leftover := substring(body FROM '\{\{\s*[^}]*\}\}');
+    IF leftover IS NOT NULL THEN
+        PERFORM agentlab_sched.fail('inputs.unknown_placeholder', 'inputs', jsonb_build_object(
+            'placeholder', leftover,
+            'known', (SELECT jsonb_agg(key ORDER BY key) FROM jsonb_object_keys(vals) AS key)));
+    END IF;
+    RETURN body::jsonb;
+END
+$$;
+
+-- Check a template without firing (the same renderer, at an arbitrary instant).
+CREATE OR REPLACE FUNCTION agentlab_sched.check_inputs(template jsonb) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    PERFORM agentlab_sched.render_inputs(template, now(), 'UTC');
+END
+$$;
+
+-- A failure that counts against the schedule (failed run, timeout, refused fire): it may pause it.
+CREATE OR REPLACE FUNCTION agentlab_sched.count_failure(sid bigint, now timestamptz DEFAULT now()) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE agentlab_sched.schedules s
+    SET consecutive_failures = s.consecutive_failures + 1,
+        enabled = CASE WHEN s.pause_after_failures IS NOT NULL
+                            AND s.consecutive_failures + 1 >= s.pause_after_failures THEN false ELSE s.enabled END,
+        paused_at = CASE WHEN s.enabled AND s.pause_after_failures IS NOT NULL
+                              AND s.consecutive_failures + 1 >= s.pause_after_failures THEN now ELSE s.paused_at END,
+        paused_reason = CASE WHEN s.enabled AND s.pause_after_failures IS NOT NULL
+                                  AND s.consecutive_failures + 1 >= s.pause_after_failures
+                             THEN agentlab_sched.msg('schedule.paused_after_failures', jsonb_build_object(
+                                 'count', s.consecutive_failures + 1,
+                                 'since', to_char(now AT TIME ZONE s.timezone, 'YYYY-MM-DD HH24:MI'),
+                                 'timezone', s.timezone))
+                             ELSE s.paused_reason END,
+        next_run_at = CASE WHEN s.pause_after_failures IS NOT NULL
+                                AND s.consecutive_failures + 1 >= s.pause_after_failures THEN NULL
+                           ELSE s.next_run_at END
+    WHERE s.id = sid;
+END
+$$;
+
+-- Write one ledger row that launches nothing. Returns its id (NULL when that fire is already recorded).
+CREATE OR REPLACE FUNCTION agentlab_sched.record_fire(sid bigint, at timestamptz, fire_kind text, fire_status text,
+                                                      code text, params jsonb, reason_text text,
+                                                      who text DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    fid bigint;
+BEGIN
+    INSERT INTO agentlab_sched.fires (schedule_id, fire_at, kind, status, reason_code, reason_params, reason,
+                                      requested_by)
+    VALUES (sid, at, fire_kind, fire_status, code, params,
+            coalesce(reason_text, agentlab_sched.msg(code, coalesce(params, '{}'::jsonb))), who)
+    ON CONFLICT ON CONSTRAINT fires_once DO NOTHING
+    RETURNING id INTO fid;
+    IF fid IS NOT NULL AND fire_status = 'failed_to_start' THEN
+        PERFORM agentlab_sched.count_failure(sid);
+    END IF;
+    RETURN fid;
+END
+$$;
+
+-- Launch one fire of schedule `s` (whose row the caller holds locked): the one path for scheduled,
+-- misfire, manual and backfill fires. Records exactly one ledger row, or none when that
+-- (schedule, fire_at, kind) is already recorded (the second guard behind the claim). Returns
+-- {"fire_id", "status", "run_id", "reason"}; "status" is "duplicate" when nothing was written.
+CREATE OR REPLACE FUNCTION agentlab_sched.launch(s agentlab_sched.schedules, at timestamptz, fire_kind text,
+                                                 override jsonb DEFAULT NULL, who text DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql
+SET search_path = public, pg_temp
+AS $$
+DECLARE
+    blocking record;
+    fid bigint;
+    rid uuid;
+    jid bigint;
+    rendered jsonb;
+    lock_key text := 'agentlab_sched:' || s.id;
+    job_lock text;
+    job_qlock text;
+    code text;
+    params jsonb;
+    session text;
+BEGIN
+    IF EXISTS (SELECT 1 FROM agentlab_sched.fires f
+               WHERE f.schedule_id = s.id AND f.fire_at = at AND f.kind = fire_kind) THEN
+        RETURN jsonb_build_object('status', 'duplicate');
+    END IF;
+
+    -- Refusals are recorded, not raised.
+    IF NOT EXISTS (SELECT 1 FROM agentlab_sched.known_tasks k
+                   WHERE k.task = s.task AND k.seen_at > clock_timestamp() - interval '10 minutes') THEN
+        code := 'launch.unknown_task';
+        params := jsonb_build_object('task', s.task);
+    END IF;
+
+    IF code IS NULL THEN
+        IF s.overlap = 'skip' THEN
+            SELECT r.id, r.status INTO blocking FROM agentlab_sched.runs r
+            WHERE r.schedule_id = s.id AND r.status IN ('queued', 'running', 'awaiting_approval', 'suspended')
+            ORDER BY r.created_at DESC LIMIT 1;
+            IF FOUND THEN
+                code := CASE blocking.status WHEN 'awaiting_approval' THEN 'overlap.awaiting_approval'
+                                             WHEN 'suspended' THEN 'overlap.suspended'
+                                             ELSE 'overlap.in_progress' END;
+                params := jsonb_build_object('run', left(blocking.id::text, 6), 'run_id', blocking.id);
+                fid := agentlab_sched.record_fire(s.id, at, fire_kind, 'skipped_overlap', code, params, NULL, who);
+                RETURN jsonb_build_object('fire_id', fid, 'status', CASE WHEN fid IS NULL THEN 'duplicate'
+                                          ELSE 'skipped_overlap' END, 'reason_code', code);
+            END IF;
+        ELSIF s.overlap = 'buffer_one' THEN
+            job_lock := lock_key;
+            job_qlock := lock_key;
+            IF EXISTS (SELECT 1 FROM procrastinate_jobs j WHERE j.queueing_lock = lock_key AND j.status = 'todo') THEN
+                code := 'overlap.one_waiting';
+                params := '{}'::jsonb;
+                fid := agentlab_sched.record_fire(s.id, at, fire_kind, 'skipped_overlap', code, params, NULL, who);
+                RETURN jsonb_build_object('fire_id', fid, 'status', CASE WHEN fid IS NULL THEN 'duplicate'
+                                          ELSE 'skipped_overlap' END, 'reason_code', code);
+            END IF;
+        ELSIF s.overlap = 'buffer_all' THEN
+            job_lock := lock_key;
+        ELSIF s.overlap = 'cancel_other' THEN
+            job_lock := lock_key;
+            PERFORM agentlab_sched.cancel_open_runs(s.id, 'overlap.cancelled_by_newer');
+        END IF;
+    END IF;
+
+    IF code IS NULL THEN
+        BEGIN
+            rendered := agentlab_sched.render_inputs(coalesce(override, s.inputs), at, s.timezone, s.name, fire_kind);
+        EXCEPTION WHEN invalid_parameter_value THEN
+            code := 'launch.bad_inputs';
+            params := jsonb_build_object('problem', SQLERRM);
+        END;
+    END IF;
+
+    IF code IS NOT NULL THEN
+        fid := agentlab_sched.record_fire(s.id, at, fire_kind, 'failed_to_start', code, params, NULL, who);
+        RETURN jsonb_build_object('fire_id', fid, 'status', CASE WHEN fid IS NULL THEN 'duplicate'
+                                  ELSE 'failed_to_start' END, 'reason_code', code);
+    END IF;
+
+    IF s.context = 'persistent' THEN
+        session := s.session_key;
+        IF session IS NULL THEN
+            session := 'agentlab_sched:' || s.id || ':' || gen_random_uuid();
+            UPDATE agentlab_sched.schedules SET session_key = session WHERE id = s.id;
+        END IF;
+    ELSE
+        session := gen_random_uuid()::text;
+    END IF;
+
+    rid := gen_random_uuid();
+    INSERT INTO agentlab_sched.fires (schedule_id, fire_at, kind, status, inputs, run_id, requested_by)
+    VALUES (s.id, at, fire_kind, 'started', rendered, rid, who)
+    ON CONFLICT ON CONSTRAINT fires_once DO NOTHING
+    RETURNING id INTO fid;
+    IF fid IS NULL THEN
+        RETURN jsonb_build_object('status', 'duplicate');
+    END IF;
+
+    jid := (procrastinate_defer_jobs_v1(ARRAY[ROW(s.queue, s.task, s.priority, job_lock, job_qlock, rendered,
+                                                  NULL)::procrastinate_job_to_defer_v1]))[1];
+    INSERT INTO agentlab_sched.runs (id, schedule_id, fire_id, task, inputs, status, job_id, started_by, timeout,
+                                     session_key)
+    VALUES (rid, s.id, fid, s.task, rendered, 'queued', jid,
+            CASE WHEN fire_kind IN ('manual', 'backfill') AND who IS NOT NULL THEN who
+                 ELSE 'schedule:' || s.name END,
+            s.timeout, session);
+    IF s.remaining_runs IS NOT NULL THEN
+        UPDATE agentlab_sched.schedules SET remaining_runs = greatest(remaining_runs - 1, 0) WHERE id = s.id;
+    END IF;
+    RETURN jsonb_build_object('fire_id', fid, 'status', 'started', 'run_id', rid, 'job_id', jid);
+END
+$$;
+
+-- Cancel the open runs of a schedule (overlap cancel_other): a waiting job is cancelled, a running one
+-- is asked to abort (Procrastinate delivers it); runs with no job running end at once.
+CREATE OR REPLACE FUNCTION agentlab_sched.cancel_open_runs(sid bigint, code text) RETURNS integer
+LANGUAGE plpgsql
+SET search_path = public, pg_temp
+AS $$
+DECLARE
+    r record;
+    n integer := 0;
+BEGIN
+    FOR r IN SELECT id, job_id, status FROM agentlab_sched.runs
+             WHERE schedule_id = sid AND status IN ('queued', 'running', 'awaiting_approval', 'suspended')
+             FOR UPDATE LOOP
+        UPDATE agentlab_sched.runs SET abort_reason = code, error = agentlab_sched.msg(code) WHERE id = r.id;
+        IF r.status IN ('queued', 'running') AND r.job_id IS NOT NULL THEN
+            PERFORM procrastinate_cancel_job_v1(r.job_id, true, false);
+        END IF;
+        IF r.status IN ('awaiting_approval', 'suspended') THEN
+            UPDATE agentlab_sched.runs SET status = 'cancelled', finished_at = now() WHERE id = r.id;
+        END IF;
+        n := n + 1;
+    END LOOP;
+    RETURN n;
+END
+$$;
+
+-- Apply the plans of one tick batch (see planner.Plan.as_json). With `isolate`, each schedule runs in its
+-- own subtransaction so that an unexpected error in one records a generic failed_to_start and the
+-- others go on; the tick first tries without (cheaper), and only on an error retries isolated.
+CREATE OR REPLACE FUNCTION agentlab_sched.apply_plans(plans jsonb, now timestamptz, isolate boolean DEFAULT false)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    p jsonb;
+    outcomes jsonb := '[]'::jsonb;
+    one jsonb;
+BEGIN
+    FOR p IN SELECT value FROM jsonb_array_elements(plans) LOOP
+        IF isolate THEN
+            BEGIN
+                one := agentlab_sched.apply_plan(p, now);
+            EXCEPTION WHEN OTHERS THEN
+                one := agentlab_sched.apply_failed_plan(p, now, SQLSTATE, SQLERRM);
+            END;
+        ELSE
+            one := agentlab_sched.apply_plan(p, now);
+        END IF;
+        outcomes := outcomes || one;
+    END LOOP;
+    RETURN outcomes;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION agentlab_sched.apply_plan(p jsonb, now timestamptz) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    s agentlab_sched.schedules;
+    f jsonb;
+    results jsonb := '[]'::jsonb;
+    sid bigint := (p ->> 'schedule_id')::bigint;
+    nxt timestamptz := (p ->> 'next_run_at')::timestamptz;
+    advanced integer;
+BEGIN
+    -- The conditional advance: only the tick that claimed this pending due time moves it on.
+    UPDATE agentlab_sched.schedules
+    SET next_run_at = nxt, replan = NULL
+    WHERE id = sid AND next_run_at IS NOT DISTINCT FROM (p ->> 'claimed_next_run_at')::timestamptz
+    RETURNING * INTO s;
+    GET DIAGNOSTICS advanced = ROW_COUNT;
+    IF advanced = 0 THEN
+        RETURN jsonb_build_object('schedule_id', sid, 'stale', true, 'fires', results);
+    END IF;
+    FOR f IN SELECT value FROM jsonb_array_elements(p -> 'fires') LOOP
+        IF f ->> 'action' = 'launch' THEN
+            results := results || agentlab_sched.launch(s, (f ->> 'fire_at')::timestamptz, f ->> 'kind');
+            SELECT * INTO s FROM agentlab_sched.schedules WHERE id = sid;  -- remaining_runs may have moved
+        ELSE
+            results := results || jsonb_build_object(
+                'status', CASE WHEN f ->> 'action' = 'fail' THEN 'failed_to_start' ELSE 'skipped_misfire' END,
+                'fire_id', agentlab_sched.record_fire(
+                    sid, (f ->> 'fire_at')::timestamptz, f ->> 'kind',
+                    CASE WHEN f ->> 'action' = 'fail' THEN 'failed_to_start' ELSE 'skipped_misfire' END,
+                    f ->> 'reason_code', f -> 'reason_params', f ->> 'reason'));
+        END IF;
+    END LOOP;
+    -- A run limit reached, or a cron refused: the schedule stops here.
+    UPDATE agentlab_sched.schedules SET next_run_at = NULL
+    WHERE id = sid AND (remaining_runs = 0 OR p -> 'fires' @> '[{"action": "fail"}]'::jsonb)
+      AND next_run_at IS NOT NULL;
+    RETURN jsonb_build_object('schedule_id', sid, 'fires', results);
+END
+$$;
+
+-- An unexpected error while applying one plan: record a generic refusal for its first fire and move the
+-- schedule on as planned, so one broken schedule never blocks the others or fires in a loop.
+CREATE OR REPLACE FUNCTION agentlab_sched.apply_failed_plan(p jsonb, now timestamptz, state text, message text)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    sid bigint := (p ->> 'schedule_id')::bigint;
+    f jsonb := p -> 'fires' -> 0;
+    fid bigint;
+BEGIN
+    UPDATE agentlab_sched.schedules SET next_run_at = (p ->> 'next_run_at')::timestamptz, replan = NULL
+    WHERE id = sid AND next_run_at IS NOT DISTINCT FROM (p ->> 'claimed_next_run_at')::timestamptz;
+    IF f IS NOT NULL THEN
+        fid := agentlab_sched.record_fire(sid, (f ->> 'fire_at')::timestamptz, f ->> 'kind', 'failed_to_start',
+                                          'launch.error', '{}'::jsonb, NULL);
+    END IF;
+    RETURN jsonb_build_object('schedule_id', sid, 'error', jsonb_build_object('sqlstate', state, 'message', message),
+                              'fires', jsonb_build_array(jsonb_build_object('status', 'failed_to_start',
+                                                                            'fire_id', fid)));
+END
+$$;
+
+-- Register the tasks a live worker can run (a fire for a task nobody runs is refused, not queued).
+CREATE OR REPLACE FUNCTION agentlab_sched.register_tasks(names text[]) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO agentlab_sched.known_tasks (task, seen_at)
+    SELECT DISTINCT unnest(names), clock_timestamp()
+    ON CONFLICT (task) DO UPDATE SET seen_at = excluded.seen_at
+$$;
+
+-- Ask for a manual fire now; a worker carries it out within a tick through the same rules as every fire.
+-- The id names the request; fire_history shows the outcome.
+CREATE OR REPLACE FUNCTION agentlab_sched.trigger(name text, inputs jsonb DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    sid bigint;
+    rid bigint;
+BEGIN
+    SELECT id INTO sid FROM agentlab_sched.schedules s WHERE s.name = trigger.name;
+    IF sid IS NULL THEN
+        PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', trigger.name), 'P0002');
+    END IF;
+    IF inputs IS NOT NULL AND jsonb_typeof(inputs) <> 'object' THEN
+        PERFORM agentlab_sched.fail('inputs.not_object', 'inputs', jsonb_build_object('type', jsonb_typeof(inputs)));
+    END IF;
+    IF inputs IS NOT NULL THEN
+        PERFORM agentlab_sched.check_inputs(inputs);
+    END IF;
+    INSERT INTO agentlab_sched.fire_requests (schedule_id, kind, fire_at, inputs, requested_by)
+    VALUES (sid, 'manual', date_trunc('milliseconds', clock_timestamp()), inputs, 'manual:' || current_user)
+    RETURNING id INTO rid;
+    PERFORM pg_notify('agentlab_sched_schedules', sid::text);
+    RETURN rid;
+END
+$$;
+
+-- Ask for one backfill fire per due time in [from, to]; a worker expands and fires them (a range with
+-- more due times than the limit is refused with its count, in fire_requests.error).
+CREATE OR REPLACE FUNCTION agentlab_sched.backfill(name text, "from" timestamptz, "to" timestamptz) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    sid bigint;
+    rid bigint;
+BEGIN
+    SELECT id INTO sid FROM agentlab_sched.schedules s WHERE s.name = backfill.name;
+    IF sid IS NULL THEN
+        PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', backfill.name), 'P0002');
+    END IF;
+    IF "from" IS NULL OR "to" IS NULL OR "from" >= "to" THEN
+        PERFORM agentlab_sched.fail('backfill.bad_range', 'from', jsonb_build_object('start', "from", 'end', "to"));
+    END IF;
+    INSERT INTO agentlab_sched.fire_requests (schedule_id, kind, fire_at, until, requested_by)
+    VALUES (sid, 'backfill', "from", "to", 'backfill:' || current_user)
+    RETURNING id INTO rid;
+    PERFORM pg_notify('agentlab_sched_schedules', sid::text);
+    RETURN rid;
+END
+$$;
+
+-- Carry out one fire request (manual or backfill) at the due times the worker computed: the schedule's
+-- row is locked (waiting for a tick that holds it), each time goes through launch(), and the request
+-- is marked done with the fires it wrote. `refusals` holds, per time (same position), NULL or the
+-- resolver's refusal {code, params, reason}; `refusal` records a request that cannot be carried out.
+CREATE OR REPLACE FUNCTION agentlab_sched.carry_out_request(request_id bigint, times timestamptz[],
+                                                            refusals jsonb DEFAULT '[]'::jsonb,
+                                                            refusal text DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    req agentlab_sched.fire_requests;
+    s agentlab_sched.schedules;
+    no jsonb;
+    one jsonb;
+    results jsonb := '[]'::jsonb;
+    ids bigint[] := '{}';
+BEGIN
+    SELECT * INTO req FROM agentlab_sched.fire_requests WHERE id = request_id AND done_at IS NULL FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF refusal IS NULL THEN
+        FOR i IN 1 .. coalesce(array_length(times, 1), 0) LOOP
+            SELECT * INTO s FROM agentlab_sched.schedules WHERE id = req.schedule_id FOR UPDATE;
+            no := refusals -> (i - 1);
+            IF no IS NOT NULL AND jsonb_typeof(no) = 'object' THEN
+                one := jsonb_build_object('status', 'failed_to_start', 'fire_id', agentlab_sched.record_fire(
+                    s.id, times[i], req.kind, 'failed_to_start', no ->> 'code', no -> 'params', no ->> 'reason',
+                    req.requested_by));
+            ELSE
+                one := agentlab_sched.launch(s, times[i], req.kind, req.inputs, req.requested_by);
+            END IF;
+            results := results || one;
+            IF one ->> 'fire_id' IS NOT NULL THEN
+                ids := ids || (one ->> 'fire_id')::bigint;
+            END IF;
+        END LOOP;
+    END IF;
+    UPDATE agentlab_sched.fire_requests SET done_at = clock_timestamp(), fire_ids = ids, error = refusal
+    WHERE id = request_id;
+    RETURN jsonb_build_object('request_id', request_id, 'fires', results, 'error', refusal);
+END
+$$;
