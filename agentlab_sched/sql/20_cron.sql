@@ -1,0 +1,276 @@
+-- Cron and time zone validation inside the database: exactly the language agentlab_sched/cron.py
+-- evaluates (docs/cron.md), with the same error codes and parameters; tests/test_cron_sql.py holds
+-- the two together with a property test. Workers evaluate cron (Python); SQL only validates.
+--
+-- A problem is jsonb {"code": ..., "field": "cron" | "timezone", "params": {...}}, NULL when valid;
+-- check_cron / check_timezone raise it with agentlab_sched.fail() (SQLSTATE 22023).
+
+-- Field `idx` of a cron expression, in the order written: 1 minute, 2 hour, 3 day-of-month, 4 month,
+-- 5 day-of-week, 6 second.
+CREATE OR REPLACE FUNCTION agentlab_sched._cron_problem(code text, idx int, params jsonb)
+RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT jsonb_build_object(
+        'code', code,
+        'field', 'cron',
+        'params', jsonb_build_object('field', jsonb_build_object('msg', 'cron.field.' ||
+            (ARRAY['minute', 'hour', 'day-of-month', 'month', 'day-of-week', 'second'])[idx])) || params)
+$$;
+
+-- One number or name of field `idx`: its value, or the problem with it (checks in cron.py's order).
+CREATE OR REPLACE FUNCTION agentlab_sched._cron_value(token text, idx int, OUT value int, OUT problem jsonb)
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    lo int := (ARRAY[0, 0, 1, 1, 0, 0])[idx];
+    hi int := (ARRAY[59, 23, 31, 12, 7, 59])[idx];
+    names text[] := CASE idx
+        WHEN 4 THEN ARRAY['JAN', 'FEB', 'MAR', 'APR', 'MAY', 'JUN', 'JUL', 'AUG', 'SEP', 'OCT', 'NOV', 'DEC']
+        WHEN 5 THEN ARRAY['SUN', 'MON', 'TUE', 'WED', 'THU', 'FRI', 'SAT']
+    END;
+    upper_token text := upper(token COLLATE "C");  -- ASCII letters only, whatever the database locale
+    letters boolean := token COLLATE "C" ~ '^[A-Za-z]+$';
+    pos int;
+BEGIN
+    IF token ~ '^[0-9]+$' THEN
+        IF token::numeric < lo OR token::numeric > hi THEN
+            problem := agentlab_sched._cron_problem('cron.out_of_range', idx,
+                jsonb_build_object('value', token, 'min', lo, 'max', hi));
+        ELSE
+            value := token::int;
+        END IF;
+        RETURN;
+    END IF;
+    IF names IS NOT NULL AND letters THEN
+        pos := array_position(names, upper_token);
+        IF pos IS NOT NULL THEN
+            value := CASE idx WHEN 4 THEN pos ELSE pos - 1 END;
+            RETURN;
+        END IF;
+    END IF;
+    IF (idx = 3 AND upper_token ~ '^(L|LW|[0-9]+W)$') OR (idx = 5 AND upper_token ~ '^([0-9]+|[A-Z]{3})?L$') THEN
+        problem := agentlab_sched._cron_problem('cron.unsupported', idx, jsonb_build_object('value', token));
+    ELSIF names IS NOT NULL AND letters THEN
+        problem := agentlab_sched._cron_problem('cron.name_unknown', idx, jsonb_build_object(
+            'value', token, 'names', CASE idx WHEN 4 THEN 'JAN-DEC' ELSE 'SUN-SAT' END));
+    ELSE
+        problem := agentlab_sched._cron_problem('cron.not_a_number', idx, jsonb_build_object('value', token));
+    END IF;
+END
+$$;
+
+-- One field: its values, or the problem with it.
+CREATE OR REPLACE FUNCTION agentlab_sched._cron_field(txt text, idx int, OUT vals int[], OUT problem jsonb)
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    lo int := (ARRAY[0, 0, 1, 1, 0, 0])[idx];
+    hi int := (ARRAY[59, 23, 31, 12, 7, 59])[idx];
+    star_hi int := (ARRAY[59, 23, 31, 12, 6, 59])[idx];  -- * and a/n end at 6 in day-of-week
+    item text;
+    base text;
+    step_text text;
+    slash int;
+    ends text[];
+    first_value int;
+    last_value int;
+    step int;
+    r record;
+BEGIN
+    vals := '{}';
+    FOREACH item IN ARRAY string_to_array(txt, ',') LOOP
+        IF item = '' THEN
+            problem := agentlab_sched._cron_problem('cron.list_empty_item', idx, jsonb_build_object('value', txt));
+            RETURN;
+        END IF;
+        IF strpos(item, '#') > 0 OR strpos(item, '?') > 0 THEN
+            problem := agentlab_sched._cron_problem('cron.unsupported', idx, jsonb_build_object('value', item));
+            RETURN;
+        END IF;
+        slash := strpos(item, '/');
+        IF slash > 0 THEN
+            base := left(item, slash - 1);
+            step_text := substr(item, slash + 1);
+        ELSE
+            base := item;
+            step_text := NULL;
+        END IF;
+        IF base = '*' THEN
+            first_value := lo;
+            last_value := star_hi;
+        ELSIF base = '' THEN
+            problem := agentlab_sched._cron_problem('cron.malformed', idx, jsonb_build_object('value', item));
+            RETURN;
+        ELSIF strpos(base, '-') > 0 THEN
+            ends := string_to_array(base, '-');
+            IF cardinality(ends) <> 2 OR ends[1] = '' OR ends[2] = '' THEN
+                problem := agentlab_sched._cron_problem('cron.malformed', idx, jsonb_build_object('value', item));
+                RETURN;
+            END IF;
+            r := agentlab_sched._cron_value(ends[1], idx);
+            IF r.problem IS NOT NULL THEN
+                problem := r.problem;
+                RETURN;
+            END IF;
+            first_value := r.value;
+            r := agentlab_sched._cron_value(ends[2], idx);
+            IF r.problem IS NOT NULL THEN
+                problem := r.problem;
+                RETURN;
+            END IF;
+            last_value := r.value;
+            IF first_value > last_value THEN
+                problem := agentlab_sched._cron_problem('cron.range_reversed', idx, jsonb_build_object('value', base));
+                RETURN;
+            END IF;
+        ELSE
+            r := agentlab_sched._cron_value(base, idx);
+            IF r.problem IS NOT NULL THEN
+                problem := r.problem;
+                RETURN;
+            END IF;
+            first_value := r.value;
+            last_value := CASE WHEN slash > 0 THEN greatest(first_value, star_hi) ELSE first_value END;
+        END IF;
+        step := 1;
+        IF slash > 0 THEN
+            IF step_text !~ '^[0-9]+$' THEN
+                problem := agentlab_sched._cron_problem('cron.step_not_number', idx, jsonb_build_object('value', item));
+                RETURN;
+            END IF;
+            IF step_text::numeric < 1 OR step_text::numeric > hi THEN
+                problem := agentlab_sched._cron_problem('cron.step_out_of_range', idx,
+                    jsonb_build_object('value', step_text, 'min', 1, 'max', hi));
+                RETURN;
+            END IF;
+            step := step_text::int;
+        END IF;
+        vals := vals || ARRAY(SELECT generate_series(first_value, last_value, step));
+    END LOOP;
+END
+$$;
+
+-- NULL when `expr` is a valid cron expression, else {"code", "field": "cron", "params"} exactly as
+-- agentlab_sched.cron.parse() raises it.
+CREATE OR REPLACE FUNCTION agentlab_sched.cron_problem(expr text) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    -- Spaces and tabs (ASCII whitespace; chr(11) is the vertical tab).
+    space text := E' \t\n\r\f' || chr(11);
+    txt text := btrim(coalesce(expr, ''), space);
+    parts text[];
+    n int;
+    r record;
+    dom int[];
+    months int[];
+BEGIN
+    IF txt = '' THEN
+        RETURN jsonb_build_object('code', 'cron.empty', 'field', 'cron', 'params', '{}'::jsonb);
+    END IF;
+    IF left(txt, 1) = '@' THEN
+        txt := CASE lower(txt COLLATE "C")
+            WHEN '@yearly' THEN '0 0 1 1 *'
+            WHEN '@annually' THEN '0 0 1 1 *'
+            WHEN '@monthly' THEN '0 0 1 * *'
+            WHEN '@weekly' THEN '0 0 * * 0'
+            WHEN '@daily' THEN '0 0 * * *'
+            WHEN '@midnight' THEN '0 0 * * *'
+            WHEN '@hourly' THEN '0 * * * *'
+        END;
+        IF txt IS NULL THEN
+            RETURN jsonb_build_object('code', 'cron.macro_unknown', 'field', 'cron',
+                'params', jsonb_build_object('value', btrim(expr, space)));
+        END IF;
+        RETURN NULL;  -- the macros' expansions are valid
+    END IF;
+    parts := regexp_split_to_array(txt, '[ \t\n\r\f\v]+');
+    n := cardinality(parts);
+    IF n NOT IN (5, 6) THEN
+        RETURN jsonb_build_object('code', 'cron.field_count', 'field', 'cron',
+            'params', jsonb_build_object('count', n, 'expr', txt));
+    END IF;
+    FOR i IN 1..n LOOP
+        r := agentlab_sched._cron_field(parts[i], i);
+        IF r.problem IS NOT NULL THEN
+            RETURN r.problem;
+        END IF;
+        IF i = 3 THEN
+            dom := r.vals;
+        ELSIF i = 4 THEN
+            months := r.vals;
+        END IF;
+    END LOOP;
+    -- With AND (either day field starts with *), a day-of-month no month has never fires.
+    IF (left(parts[3], 1) = '*' OR left(parts[5], 1) = '*')
+       AND (SELECT min(d) FROM unnest(dom) AS d) >
+           (SELECT max((ARRAY[31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])[m]) FROM unnest(months) AS m) THEN
+        RETURN agentlab_sched._cron_problem('cron.day_never', 3,
+            jsonb_build_object('value', parts[3], 'month', parts[4]));
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- Raise the problem with `expr` (SQLSTATE 22023, message in the session's locale), if any.
+CREATE OR REPLACE FUNCTION agentlab_sched.check_cron(expr text) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    problem jsonb := agentlab_sched.cron_problem(expr);
+BEGIN
+    IF problem IS NOT NULL THEN
+        PERFORM agentlab_sched.fail(problem ->> 'code', 'cron', problem -> 'params');
+    END IF;
+END
+$$;
+
+-- NULL when `tz` is a time zone both PostgreSQL and Python's zoneinfo know by that exact name, else
+-- {"code": "timezone.unknown", "field": "timezone", "params": {"value": tz}}.
+-- PostgreSQL also accepts abbreviations ('PST': not in TimeZone), other spellings ('america/new_york')
+-- and POSIX strings ('UTC+3', 'GMT+5'), which zoneinfo does not. The test loads the zone as the
+-- TimeZone setting (cached by the server, a few microseconds) inside a subtransaction that is then
+-- rolled back, so the caller's setting never changes; pg_timezone_names (tens of milliseconds: it
+-- reads every zone file) is consulted only for the rare names without '/' that contain a digit,
+-- where a zone file (EST5EDT, GMT0) and a POSIX string (GMT+5) look alike.
+CREATE OR REPLACE FUNCTION agentlab_sched.timezone_problem(tz text) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    canonical text;
+    problem jsonb := jsonb_build_object('code', 'timezone.unknown', 'field', 'timezone',
+                                        'params', jsonb_build_object('value', tz));
+BEGIN
+    IF tz = 'UTC' THEN
+        RETURN NULL;
+    END IF;
+    IF tz IS NULL OR tz !~ '^[A-Za-z0-9_+-]+(/[A-Za-z0-9_+-]+)*$'
+       OR tz IN ('localtime', 'posixrules') OR tz ~ '^(posix|right)/' THEN
+        RETURN problem;
+    END IF;
+    BEGIN
+        PERFORM set_config('TimeZone', tz, true);
+        canonical := current_setting('TimeZone');
+        RAISE EXCEPTION USING ERRCODE = 'P0004';  -- roll the setting back
+    EXCEPTION
+        WHEN invalid_parameter_value THEN
+            RETURN problem;
+        WHEN assert_failure THEN
+            NULL;
+    END;
+    IF canonical IS DISTINCT FROM tz THEN
+        RETURN problem;  -- another spelling of a zone name
+    END IF;
+    IF strpos(tz, '/') = 0 AND tz ~ '[0-9]' AND NOT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = tz) THEN
+        RETURN problem;  -- a POSIX string, not a zone file
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- Raise the problem with `tz` (SQLSTATE 22023, message in the session's locale), if any.
+CREATE OR REPLACE FUNCTION agentlab_sched.check_timezone(tz text) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    problem jsonb := agentlab_sched.timezone_problem(tz);
+BEGIN
+    IF problem IS NOT NULL THEN
+        PERFORM agentlab_sched.fail(problem ->> 'code', 'timezone', problem -> 'params');
+    END IF;
+END
+$$;
