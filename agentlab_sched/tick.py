@@ -129,7 +129,6 @@ async def _one_batch(
         # A schedule claimed twice in one tick means its plan did not move it (it cannot happen unless
         # the database disagrees with the planner): stop rather than loop.
         fresh = [r for r in rows if r["id"] not in seen]
-        seen.update(r["id"] for r in rows)
         if not fresh:
             return 0
         plans = [await _plan_one(row, now, window, settings.locale) for row in fresh]
@@ -138,6 +137,7 @@ async def _one_batch(
             (json.dumps(plans), now, isolate),
         )
         out = await cur.fetchone()
+    seen.update(r["id"] for r in fresh)  # only once committed: a failed batch is retried isolated
     report.batches += 1
     report.claimed += len(fresh)
     for outcome in out["outcomes"] if out else []:

@@ -333,10 +333,9 @@ BEGIN
                     f ->> 'reason_code', f -> 'reason_params', f ->> 'reason'));
         END IF;
     END LOOP;
-    -- A run limit reached, or a cron refused: the schedule stops here.
+    -- A run limit reached: the schedule stops here.
     UPDATE agentlab_sched.schedules SET next_run_at = NULL
-    WHERE id = sid AND (remaining_runs = 0 OR p -> 'fires' @> '[{"action": "fail"}]'::jsonb)
-      AND next_run_at IS NOT NULL;
+    WHERE id = sid AND remaining_runs = 0 AND next_run_at IS NOT NULL;
     RETURN jsonb_build_object('schedule_id', sid, 'fires', results);
 END
 $$;

@@ -1,0 +1,171 @@
+"""`agentlab-sched worker`, `dev` and `doctor`."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from ..settings import Settings
+
+console = Console()
+
+#: The demo schedules `dev` seeds: one every 10 s, one that overlaps itself (skip policy).
+DEMO_SCHEDULES = (
+    {"name": "demo-echo-every-10s", "cron": "*/10 * * * * *", "task": "demo.echo",
+     "inputs": {"day": "{{ schedule.date }}", "at": "{{ schedule.fire_at }}"}},
+    {"name": "demo-overlapping-sleep", "cron": "*/5 * * * * *", "task": "demo.sleep",
+     "inputs": {"seconds": 12}},
+)
+
+
+def _load_app(path: str, url: str) -> Any:
+    """The Procrastinate app at ``module.attr``; the demo app is built on ``url``."""
+    if path == "agentlab_sched.demo.app":
+        from ..demo import make_app
+
+        return make_app(url)
+    module, _, attr = path.rpartition(".")
+    return getattr(importlib.import_module(module), attr)
+
+
+def _database(ctx: typer.Context) -> Any:
+    from .. import db
+
+    obj = ctx.obj or {}
+    url = obj.get("database_url")
+    if url:
+        return db.Database(url, "--database-url")
+    return db.resolve(data_dir=obj.get("data_dir"))
+
+
+def register(app: typer.Typer) -> None:
+    """Add worker, dev and doctor to the root CLI."""
+
+    @app.command()
+    def worker(
+        ctx: typer.Context,
+        app_path: str = typer.Option("agentlab_sched.demo.app", "--app", help="dotted path of the Procrastinate app"),
+        concurrency: int = typer.Option(10, "--concurrency", min=1, help="jobs run at once"),
+        queue: list[str] = typer.Option(None, "--queue", help="queues to run (all by default)"),
+    ) -> None:
+        """Run a worker: jobs, the scheduler's precise loop and notification dispatch."""
+        from ..worker import run_worker
+
+        database = _database(ctx)
+        console.print(f"[dim]database: {database.origin}[/dim]", highlight=False)
+        procrastinate_app = _load_app(app_path, database.url)
+        asyncio.run(run_worker(procrastinate_app, database.url, concurrency=concurrency, queues=queue or None))
+
+    @app.command()
+    def dev(
+        ctx: typer.Context,
+        duration: float = typer.Option(0, "--duration", help="stop after this many seconds (0: until Ctrl-C)"),
+    ) -> None:
+        """Embedded PostgreSQL, migrate, demo schedules, a worker and a live view: the first command to run."""
+        from ..migrate import migrate
+
+        database = _database(ctx)
+        console.print(f"[bold]agentlab-sched dev[/bold] on {database.origin}", highlight=False)
+        migrate(database.url, locale=Settings.from_env().locale)
+        console.print("migrated; seeding the demo schedules; Ctrl-C stops", highlight=False)
+        asyncio.run(_dev(database.url, duration))
+
+    @app.command()
+    def doctor(ctx: typer.Context) -> None:
+        """Check the database, the schema, live workers and overdue schedules."""
+        asyncio.run(_doctor(_database(ctx)))
+
+
+async def _seed(url: str) -> None:
+    from .. import db, tick
+
+    conn = await db.connect(url)
+    try:
+        for spec in DEMO_SCHEDULES:
+            await conn.execute(
+                """INSERT INTO agentlab_sched.schedules (name, cron, task, inputs, timezone)
+                   VALUES (%s, %s, %s, %s::jsonb, 'UTC')
+                   ON CONFLICT (name) DO UPDATE SET enabled = true, replan = 'now'""",
+                (spec["name"], spec["cron"], spec["task"], json.dumps(spec["inputs"])),
+            )
+        await tick.replan(conn)
+    finally:
+        await conn.close()
+
+
+async def _dev(url: str, duration: float) -> None:
+    from .. import db
+    from ..demo import make_app
+    from ..worker import run_worker
+
+    await _seed(url)
+    stop = asyncio.Event()
+    worker = asyncio.create_task(run_worker(make_app(url), url, stop=stop))
+    view = await db.connect(url)
+    began = time.monotonic()
+    try:
+        with Live(Table(), console=console, refresh_per_second=2, transient=False) as live:
+            while not worker.done():
+                live.update(await _history_table(view))
+                if duration and time.monotonic() - began >= duration:
+                    break
+                try:
+                    await asyncio.wait_for(asyncio.shield(worker), timeout=1.0)
+                except TimeoutError:
+                    pass
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        pass
+    finally:
+        stop.set()
+        await view.close()
+        await worker
+
+
+async def _history_table(conn: Any) -> Table:
+    cur = await conn.execute(
+        """SELECT h.fire_at, h.schedule_name, h.kind, h.status, h.run_status, h.reason
+           FROM (SELECT f.fire_at, s.name AS schedule_name, f.kind, f.status, r.status AS run_status, f.reason
+                 FROM agentlab_sched.fires f JOIN agentlab_sched.schedules s ON s.id = f.schedule_id
+                 LEFT JOIN agentlab_sched.runs r ON r.id = f.run_id
+                 ORDER BY f.id DESC LIMIT 12) h"""
+    )
+    table = Table(title=f"fires and runs — {datetime.now(UTC):%H:%M:%S} UTC", expand=True)
+    for col in ("fire at (UTC)", "schedule", "kind", "fire", "run", "reason"):
+        table.add_column(col)
+    for row in await cur.fetchall():
+        table.add_row(f"{row['fire_at']:%H:%M:%S}", row["schedule_name"], row["kind"], row["status"],
+                      row["run_status"] or "", row["reason"] or "")
+    return table
+
+
+async def _doctor(database: Any) -> None:
+    from .. import db
+
+    console.print(f"database: {database.origin}", highlight=False)
+    conn = await db.connect(database.url)
+    try:
+        version = (await (await conn.execute("SHOW server_version")).fetchone())["server_version"]
+        console.print(f"PostgreSQL {version}", highlight=False)
+        cur = await conn.execute("SELECT count(*) AS n FROM agentlab_sched.schema_migrations")
+        console.print(f"migrations applied: {(await cur.fetchone())['n']}", highlight=False)
+        cur = await conn.execute(
+            "SELECT count(*) AS n FROM procrastinate_workers WHERE last_heartbeat > now() - interval '30 seconds'"
+        )
+        console.print(f"live workers: {(await cur.fetchone())['n']}", highlight=False)
+        cur = await conn.execute(
+            """SELECT count(*) AS n FROM agentlab_sched.schedules
+               WHERE enabled AND next_run_at < now() - interval '60 seconds'"""
+        )
+        overdue = (await cur.fetchone())["n"]
+        console.print(f"overdue schedules: {overdue}", highlight=False)
+    finally:
+        await conn.close()
