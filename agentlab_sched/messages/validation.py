@@ -1,9 +1,219 @@
-"""Messages of the validation domain: code -> (en, zh-CN)."""
+"""Messages of the validation domain: code -> (en, zh-CN).
+
+Schedules (``schedule.*``: field names, refusals of bad input, lookups) and the words the CLI prints
+around them (``cli.*``). Values in quotes are shown as given; a ``{field}`` is a term
+(``messages.term("schedule.field.<column>")``) so it reads in the reader's language.
+"""
 
 MESSAGES: dict[str, tuple[str, str]] = {}
-MESSAGES.update({
-    "migrate.changed": (
-        "migration {file} was changed after it was applied; restore it and add a new migration instead",
-        "迁移文件 {file} 在执行后被改动过;请恢复原样,改动请写成新的迁移文件",
-    ),
-})
+MESSAGES.update(
+    {
+        "migrate.changed": (
+            "migration {file} was changed after it was applied; restore it and add a new migration instead",
+            "迁移文件 {file} 在执行后被改动过;请恢复原样,改动请写成新的迁移文件",
+        ),
+    }
+)
+
+# The fields of a schedule, as message parameters.
+MESSAGES.update(
+    {
+        "schedule.field.name": ("name", "名称"),
+        "schedule.field.new_name": ("new_name", "新名称"),
+        "schedule.field.cron": ("cron", "cron 表达式"),
+        "schedule.field.timezone": ("timezone", "时区"),
+        "schedule.field.task": ("task", "任务"),
+        "schedule.field.inputs": ("inputs", "输入"),
+        "schedule.field.queue": ("queue", "队列"),
+        "schedule.field.priority": ("priority", "优先级"),
+        "schedule.field.overlap": ("overlap", "重叠策略"),
+        "schedule.field.misfire_grace": ("misfire_grace", "错过后的补跑宽限"),
+        "schedule.field.timeout": ("timeout", "超时"),
+        "schedule.field.enabled": ("enabled", "启用"),
+        "schedule.field.catchup": ("catchup", "补跑方式"),
+        "schedule.field.max_catchup": ("max_catchup", "最多补跑次数"),
+        "schedule.field.starts_at": ("starts_at", "开始时间"),
+        "schedule.field.ends_at": ("ends_at", "结束时间"),
+        "schedule.field.remaining_runs": ("remaining_runs", "剩余执行次数"),
+        "schedule.field.pause_after_failures": ("pause_after_failures", "连续失败多少次后暂停"),
+        "schedule.field.context": ("context", "上下文"),
+        "schedule.field.session_key": ("session_key", "会话键"),
+        "schedule.field.paused_reason": ("paused_reason", "暂停原因"),
+        "schedule.field.expected_version": ("expected_version", "期望版本"),
+        "schedule.field.clear": ("clear", "清空"),
+        "schedule.field.webhook_format": ("webhook_format", "通知格式"),
+        "schedule.field.webhook_events": ("webhook_events", "通知事件"),
+        "schedule.field.webhook_url": ("webhook_url", "通知地址"),
+        "schedule.field.webhook_secret": ("webhook_secret", "通知密钥"),
+        "schedule.field.count": ("count", "数量"),
+    }
+)
+
+# JSON value kinds, for "must be a JSON object, not ...".
+MESSAGES.update(
+    {
+        "schedule.json.array": ("an array", "数组"),
+        "schedule.json.string": ("a string", "字符串"),
+        "schedule.json.number": ("a number", "数字"),
+        "schedule.json.boolean": ("true or false", "布尔值"),
+        "schedule.json.null": ("null", "null"),
+    }
+)
+
+# Refusals of bad input: SQLSTATE 22023 from SQL, ValidationError in Python.
+MESSAGES.update(
+    {
+        "schedule.required": ("{field}: must be given", "「{field}」必须填写"),
+        "schedule.empty": ("{field}: must not be empty", "「{field}」不能为空"),
+        "schedule.too_long": (
+            "{field}: {length} characters is more than the {max} allowed",
+            "「{field}」有 {length} 个字符,超过上限 {max}",
+        ),
+        "schedule.control_char": (
+            "{field}: character {position} is an invisible control character ({char}); remove it",
+            "「{field}」的第 {position} 个字符是不可见的控制字符({char}),请删除",
+        ),
+        "schedule.outer_space": (
+            '{field}: "{value}" begins or ends with a space; remove it',
+            "「{field}」「{value}」的开头或结尾有空格,请删除",
+        ),
+        "schedule.inner_space": (
+            '{field}: "{value}" contains a space; write it as one word, such as demo.echo',
+            "「{field}」「{value}」含有空格;请写成一个词,例如 demo.echo",
+        ),
+        "schedule.not_object": (
+            "{field}: must be a JSON object (names and values), not {type}",
+            "「{field}」必须是 JSON 对象(名称和值),而不是{type}",
+        ),
+        "schedule.unknown_value": (
+            '{field}: "{value}" is not allowed; choose one of {allowed}',
+            "「{field}」的取值「{value}」无效;可选:{allowed}",
+        ),
+        "schedule.negative": (
+            "{field}: {value} is negative; give 0 or more",
+            "「{field}」的取值 {value} 是负数;请填 0 或更大的值",
+        ),
+        "schedule.not_positive": (
+            "{field}: must be more than 0 (leave it unset for none), not {value}",
+            "「{field}」必须大于 0(不需要时请不填),而不是 {value}",
+        ),
+        "schedule.out_of_range": (
+            "{field}: {value} is outside {min}-{max}",
+            "「{field}」的取值 {value} 超出 {min}-{max}",
+        ),
+        "schedule.too_small": ("{field}: {value} is less than {min}", "「{field}」的取值 {value} 小于 {min}"),
+        "schedule.window": (
+            "ends_at: {ends_at} is not after starts_at {starts_at} ({timezone})",
+            "「结束时间」{ends_at} 不晚于「开始时间」{starts_at}({timezone})",
+        ),
+        "schedule.plaintext_secret": (
+            "{field}: refused, the database stores only encrypted webhook URLs and secrets and does not hold "
+            "the key; set it with agentlab-sched schedules edit NAME --webhook-url URL (or the Python API)",
+            "「{field}」被拒绝:数据库只保存加密后的通知地址和密钥,且不持有密钥;"
+            "请用 agentlab-sched schedules edit 名称 --webhook-url 地址(或 Python API)设置",
+        ),
+        "schedule.clear_unknown": (
+            'clear: "{value}" cannot be cleared; only {allowed} can',
+            "「清空」不能清空「{value}」;可清空的只有 {allowed}",
+        ),
+        "schedule.clear_conflict": (
+            "{field}: given a value and also asked to clear it; do one or the other",
+            "「{field}」既给了新值又要求清空;只能二选一",
+        ),
+        "schedule.bad_json": (
+            "{field}: not valid JSON (line {line}, column {column})",
+            "「{field}」不是有效的 JSON(第 {line} 行第 {column} 列)",
+        ),
+        "schedule.bad_duration": (
+            '{field}: "{value}" is not a duration; write it like 90s, 10m, 1h30m, 2d or 0',
+            "「{field}」「{value}」不是时长;请写成 90s、10m、1h30m、2d 或 0 这样的形式",
+        ),
+        "schedule.bad_time": (
+            '{field}: "{value}" is not a date and time; write it like 2026-03-01 09:00 (in the schedule\'s '
+            "time zone) or 2026-03-01T09:00+08:00",
+            "「{field}」「{value}」不是日期时间;请写成 2026-03-01 09:00(按定时任务的时区)"
+            "或 2026-03-01T09:00+08:00 这样的形式",
+        ),
+    }
+)
+
+# Lookups and concurrent changes.
+MESSAGES.update(
+    {
+        "schedule.not_found": ('no schedule named "{name}"', "没有名为「{name}」的定时任务"),
+        "schedule.name_taken": ('a schedule named "{name}" already exists', "已有名为「{name}」的定时任务"),
+        "schedule.stale_version": (
+            'schedule "{name}" was changed meanwhile (it is at version {actual}, you expected {expected}); '
+            "reload it and try again",
+            "定时任务「{name}」已被他人修改(当前版本 {actual},你基于的版本是 {expected});请重新读取后再改",
+        ),
+    }
+)
+
+# The CLI's own words.
+MESSAGES.update(
+    {
+        "cli.exists": (
+            'a schedule named "{name}" already exists; change it with schedules edit, or add --update',
+            "已有名为「{name}」的定时任务;请用 schedules edit 修改,或加上 --update",
+        ),
+        "cli.nothing_to_change": (
+            "nothing to change: give at least one option, such as --cron",
+            "没有要修改的内容:请至少给出一个选项,例如 --cron",
+        ),
+        "cli.not_migrated": (
+            "this database has no agentlab-sched schema yet; run agentlab-sched migrate first",
+            "该数据库里还没有 agentlab-sched 的表;请先运行 agentlab-sched migrate",
+        ),
+        "cli.cannot_connect": ("cannot connect to the database: {error}", "无法连接数据库:{error}"),
+        "cli.added": (
+            'added schedule "{name}" (id {id}); next run: {next}',
+            "已添加定时任务「{name}」(编号 {id});下次执行:{next}",
+        ),
+        "cli.updated": (
+            'updated schedule "{name}" (version {version}); next run: {next}',
+            "已更新定时任务「{name}」(版本 {version});下次执行:{next}",
+        ),
+        "cli.unchanged": (
+            'schedule "{name}" is unchanged (version {version})',
+            "定时任务「{name}」没有变化(版本 {version})",
+        ),
+        "cli.removed": ('removed schedule "{name}"', "已删除定时任务「{name}」"),
+        "cli.paused": ('paused schedule "{name}"', "已暂停定时任务「{name}」"),
+        "cli.already_paused": ('schedule "{name}" was already paused', "定时任务「{name}」本来就已暂停"),
+        "cli.resumed": (
+            'resumed schedule "{name}"; next run: {next}',
+            "已恢复定时任务「{name}」;下次执行:{next}",
+        ),
+        "cli.already_running": (
+            'schedule "{name}" was not paused; next run: {next}',
+            "定时任务「{name}」并未暂停;下次执行:{next}",
+        ),
+        "cli.not_planned": (
+            "not planned yet (a worker plans it within a tick)",
+            "尚未排期(worker 会在一个 tick 内排好)",
+        ),
+        "cli.no_next": ("none", "无"),
+        "cli.no_schedules": (
+            "no schedules yet; add one with agentlab-sched schedules add",
+            "还没有定时任务;可用 agentlab-sched schedules add 添加",
+        ),
+        "cli.paused_note": ("paused", "已暂停"),
+        "cli.note_dst_gap": (
+            "moved: this time does not exist on that day (DST gap)",
+            "顺延:当天因夏令时跳过了这个时刻",
+        ),
+        "cli.note_dst_repeat": (
+            "repeated hour (DST): fires once, the first time",
+            "重复的时段(夏令时):只在第一次出现时执行",
+        ),
+        "cli.db_stopped": ("stopped the embedded PostgreSQL in {dir}", "已停止内置 PostgreSQL({dir})"),
+        "cli.db_removed": (
+            "stopped and removed the embedded PostgreSQL in {dir}",
+            "已停止并删除内置 PostgreSQL({dir})",
+        ),
+        "cli.db_none": ("no embedded PostgreSQL in {dir}", "{dir} 中没有内置 PostgreSQL"),
+        "cli.migrated": ("migrated: {applied}", "已迁移:{applied}"),
+        "cli.up_to_date": ("the database is up to date", "数据库已是最新"),
+    }
+)

@@ -1,0 +1,588 @@
+-- Schedules: validation, bookkeeping, audit and NOTIFY triggers, and the SQL admin API
+-- (schedule, alter_schedule, unschedule, pause, resume). Reference: docs/sql.md.
+--
+-- Re-applied by every migrate (CREATE OR REPLACE). A function whose arguments change must be dropped
+-- here first (DROP FUNCTION IF EXISTS with the old signature), or the old one stays as an overload.
+--
+-- Definition and bookkeeping. Every column of a schedule is part of its definition except the ones the
+-- scheduler maintains itself while firing: next_run_at, replan, consecutive_failures, session_key (and
+-- version, updated_at). A change to the definition is validated, bumps version and updated_at, writes
+-- one schedule_changes row and NOTIFYs the workers; a bookkeeping-only update (a tick advancing
+-- next_run_at) does none of that, so firing stays cheap and the audit trail readable.
+
+-- The localised name of a field, as a message parameter (a term, see messages.term()).
+CREATE OR REPLACE FUNCTION agentlab_sched.field_term(field text) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT jsonb_build_object('msg', 'schedule.field.' || field)
+$$;
+
+-- Characters nobody means to put in a name: C0/C1 controls, zero-width and bidi controls, BOM.
+CREATE OR REPLACE FUNCTION agentlab_sched.invisible_char_pattern() RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT '[[:cntrl:]\u0080-\u009F\u200B-\u200F\u2028-\u202E\u2060-\u2064\uFEFF]'
+$$;
+
+-- A time in a time zone as YYYY-MM-DD HH:MM (seconds shown only when not zero), as messages.local_time().
+CREATE OR REPLACE FUNCTION agentlab_sched.local_time_text(at timestamptz, tz text) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT to_char(at AT TIME ZONE tz,
+                   CASE WHEN date_trunc('minute', at) = at THEN 'YYYY-MM-DD HH24:MI' ELSE 'YYYY-MM-DD HH24:MI:SS' END)
+$$;
+
+-- A short piece of text (a name, a queue, a task): not missing (when required), not empty, at most
+-- max_length characters, no control or invisible characters, no leading or trailing spaces; with
+-- one_word, no spaces at all.
+CREATE OR REPLACE FUNCTION agentlab_sched.validate_text(field text, value text, max_length integer,
+                                                        required boolean DEFAULT true,
+                                                        one_word boolean DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    bad text;
+BEGIN
+    IF value IS NULL THEN
+        IF required THEN
+            PERFORM agentlab_sched.fail('schedule.required', field,
+                                        jsonb_build_object('field', agentlab_sched.field_term(field)));
+        END IF;
+        RETURN;
+    END IF;
+    IF value = '' THEN
+        PERFORM agentlab_sched.fail('schedule.empty', field,
+                                    jsonb_build_object('field', agentlab_sched.field_term(field)));
+    END IF;
+    IF char_length(value) > max_length THEN
+        PERFORM agentlab_sched.fail('schedule.too_long', field, jsonb_build_object(
+            'field', agentlab_sched.field_term(field), 'length', char_length(value), 'max', max_length));
+    END IF;
+    bad := substring(value FROM agentlab_sched.invisible_char_pattern());
+    IF bad IS NOT NULL THEN
+        PERFORM agentlab_sched.fail('schedule.control_char', field, jsonb_build_object(
+            'field', agentlab_sched.field_term(field),
+            'position', strpos(value, bad),
+            'char', 'U+' || lpad(upper(to_hex(ascii(bad))), 4, '0')));
+    END IF;
+    IF value ~ '^[\s\u00A0\u3000]|[\s\u00A0\u3000]$' THEN
+        PERFORM agentlab_sched.fail('schedule.outer_space', field, jsonb_build_object(
+            'field', agentlab_sched.field_term(field), 'value', value));
+    END IF;
+    IF one_word AND value ~ '[\s\u00A0\u3000]' THEN
+        PERFORM agentlab_sched.fail('schedule.inner_space', field, jsonb_build_object(
+            'field', agentlab_sched.field_term(field), 'value', value));
+    END IF;
+END
+$$;
+
+-- One of a fixed set of values; the message lists them.
+CREATE OR REPLACE FUNCTION agentlab_sched.validate_choice(field text, value text, allowed text[],
+                                                          required boolean DEFAULT true)
+RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF value IS NULL THEN
+        IF required THEN
+            PERFORM agentlab_sched.fail('schedule.required', field,
+                                        jsonb_build_object('field', agentlab_sched.field_term(field)));
+        END IF;
+        RETURN;
+    END IF;
+    IF NOT value = ANY (allowed) THEN
+        PERFORM agentlab_sched.fail('schedule.unknown_value', field, jsonb_build_object(
+            'field', agentlab_sched.field_term(field),
+            'value', CASE WHEN char_length(value) > 60 THEN left(value, 60) || '…' ELSE value END,
+            'allowed', to_jsonb(allowed)));
+    END IF;
+END
+$$;
+
+-- An interval: 0 or more, or (strictly_positive) more than 0.
+CREATE OR REPLACE FUNCTION agentlab_sched.validate_interval(field text, value interval, required boolean,
+                                                            strictly_positive boolean DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF value IS NULL THEN
+        IF required THEN
+            PERFORM agentlab_sched.fail('schedule.required', field,
+                                        jsonb_build_object('field', agentlab_sched.field_term(field)));
+        END IF;
+        RETURN;
+    END IF;
+    IF value < interval '0' THEN
+        PERFORM agentlab_sched.fail('schedule.negative', field, jsonb_build_object(
+            'field', agentlab_sched.field_term(field), 'value', value::text));
+    END IF;
+    IF strictly_positive AND value = interval '0' THEN
+        PERFORM agentlab_sched.fail('schedule.not_positive', field, jsonb_build_object(
+            'field', agentlab_sched.field_term(field), 'value', value::text));
+    END IF;
+END
+$$;
+
+-- An integer within [min_value, max_value] (max_value NULL: no upper bound).
+CREATE OR REPLACE FUNCTION agentlab_sched.validate_int(field text, value integer, required boolean,
+                                                       min_value integer, max_value integer DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF value IS NULL THEN
+        IF required THEN
+            PERFORM agentlab_sched.fail('schedule.required', field,
+                                        jsonb_build_object('field', agentlab_sched.field_term(field)));
+        END IF;
+        RETURN;
+    END IF;
+    IF max_value IS NOT NULL AND (value < min_value OR value > max_value) THEN
+        PERFORM agentlab_sched.fail('schedule.out_of_range', field, jsonb_build_object(
+            'field', agentlab_sched.field_term(field), 'value', value, 'min', min_value, 'max', max_value));
+    END IF;
+    IF value < min_value THEN
+        PERFORM agentlab_sched.fail('schedule.too_small', field, jsonb_build_object(
+            'field', agentlab_sched.field_term(field), 'value', value, 'min', min_value));
+    END IF;
+END
+$$;
+
+-- BEFORE INSERT OR UPDATE on schedules: validate what changed (all of it on INSERT), then keep the
+-- bookkeeping right (version, updated_at, paused_*, next_run_at, replan). Raw INSERT and UPDATE get the
+-- same checks and messages as the functions below; the CHECK constraints stay as the last line.
+CREATE OR REPLACE FUNCTION agentlab_sched.schedules_before_write() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    ins boolean := TG_OP = 'INSERT';
+    same agentlab_sched.schedules%ROWTYPE;
+    bad text;
+BEGIN
+    IF NOT ins THEN
+        -- Bookkeeping only (a tick advancing next_run_at, counting failures): nothing to validate.
+        same := NEW;
+        same.next_run_at := OLD.next_run_at;
+        same.replan := OLD.replan;
+        same.consecutive_failures := OLD.consecutive_failures;
+        same.session_key := OLD.session_key;
+        same.version := OLD.version;
+        same.updated_at := OLD.updated_at;
+        IF same IS NOT DISTINCT FROM OLD THEN
+            NEW.version := OLD.version;
+            IF NOT NEW.enabled THEN
+                NEW.next_run_at := NULL;
+                NEW.replan := NULL;
+            END IF;
+            RETURN NEW;
+        END IF;
+    END IF;
+
+    -- Whitespace inside a cron expression never changes its meaning: store it in one spelling so that
+    -- "0  9 * * *" is not a change of "0 9 * * *".
+    IF NEW.cron IS NOT NULL THEN
+        NEW.cron := regexp_replace(btrim(NEW.cron, E' \t\r\n'), '[ \t\r\n]+', ' ', 'g');
+    END IF;
+
+    IF ins OR NEW.name IS DISTINCT FROM OLD.name THEN
+        PERFORM agentlab_sched.validate_text('name', NEW.name, 200);
+    END IF;
+    IF ins OR NEW.cron IS DISTINCT FROM OLD.cron THEN
+        IF NEW.cron IS NULL THEN
+            PERFORM agentlab_sched.validate_text('cron', NULL, 0);
+        END IF;
+        PERFORM agentlab_sched.check_cron(NEW.cron);
+    END IF;
+    IF ins OR NEW.timezone IS DISTINCT FROM OLD.timezone THEN
+        IF NEW.timezone IS NULL THEN
+            PERFORM agentlab_sched.validate_text('timezone', NULL, 0);
+        END IF;
+        PERFORM agentlab_sched.check_timezone(NEW.timezone);
+    END IF;
+    IF ins OR NEW.task IS DISTINCT FROM OLD.task THEN
+        PERFORM agentlab_sched.validate_text('task', NEW.task, 200, true, true);
+    END IF;
+    IF ins OR NEW.inputs IS DISTINCT FROM OLD.inputs THEN
+        IF NEW.inputs IS NULL THEN
+            PERFORM agentlab_sched.validate_text('inputs', NULL, 0);
+        END IF;
+        IF jsonb_typeof(NEW.inputs) <> 'object' THEN
+            PERFORM agentlab_sched.fail('schedule.not_object', 'inputs', jsonb_build_object(
+                'field', agentlab_sched.field_term('inputs'),
+                'type', jsonb_build_object('msg', 'schedule.json.' || jsonb_typeof(NEW.inputs))));
+        END IF;
+        -- Placeholders ({{ schedule.date }}, ...) must be known to the renderer (40_firing.sql).
+        PERFORM agentlab_sched.check_inputs(NEW.inputs);
+    END IF;
+    IF ins OR NEW.queue IS DISTINCT FROM OLD.queue THEN
+        PERFORM agentlab_sched.validate_text('queue', NEW.queue, 200, true, true);
+    END IF;
+    IF NEW.priority IS NULL THEN
+        PERFORM agentlab_sched.validate_int('priority', NULL, true, 0);
+    END IF;
+    IF ins OR NEW.overlap IS DISTINCT FROM OLD.overlap THEN
+        PERFORM agentlab_sched.validate_choice('overlap', NEW.overlap,
+                                               ARRAY['skip', 'buffer_one', 'buffer_all', 'allow_all', 'cancel_other']);
+    END IF;
+    IF ins OR NEW.misfire_grace IS DISTINCT FROM OLD.misfire_grace THEN
+        PERFORM agentlab_sched.validate_interval('misfire_grace', NEW.misfire_grace, true);
+    END IF;
+    IF ins OR NEW.timeout IS DISTINCT FROM OLD.timeout THEN
+        PERFORM agentlab_sched.validate_interval('timeout', NEW.timeout, false, true);
+    END IF;
+    IF NEW.enabled IS NULL THEN
+        PERFORM agentlab_sched.fail('schedule.required', 'enabled',
+                                    jsonb_build_object('field', agentlab_sched.field_term('enabled')));
+    END IF;
+    IF ins OR NEW.catchup IS DISTINCT FROM OLD.catchup THEN
+        PERFORM agentlab_sched.validate_choice('catchup', NEW.catchup, ARRAY['latest', 'none', 'all']);
+    END IF;
+    IF ins OR NEW.max_catchup IS DISTINCT FROM OLD.max_catchup THEN
+        PERFORM agentlab_sched.validate_int('max_catchup', NEW.max_catchup, true, 1, 1000);
+    END IF;
+    IF (ins OR NEW.starts_at IS DISTINCT FROM OLD.starts_at OR NEW.ends_at IS DISTINCT FROM OLD.ends_at
+            OR NEW.timezone IS DISTINCT FROM OLD.timezone)
+       AND NEW.starts_at IS NOT NULL AND NEW.ends_at IS NOT NULL AND NEW.starts_at >= NEW.ends_at THEN
+        PERFORM agentlab_sched.fail('schedule.window', 'ends_at', jsonb_build_object(
+            'starts_at', agentlab_sched.local_time_text(NEW.starts_at, NEW.timezone),
+            'ends_at', agentlab_sched.local_time_text(NEW.ends_at, NEW.timezone),
+            'timezone', NEW.timezone));
+    END IF;
+    IF ins OR NEW.remaining_runs IS DISTINCT FROM OLD.remaining_runs THEN
+        PERFORM agentlab_sched.validate_int('remaining_runs', NEW.remaining_runs, false, 0);
+    END IF;
+    IF ins OR NEW.pause_after_failures IS DISTINCT FROM OLD.pause_after_failures THEN
+        PERFORM agentlab_sched.validate_int('pause_after_failures', NEW.pause_after_failures, false, 1);
+    END IF;
+    IF ins OR NEW.context IS DISTINCT FROM OLD.context THEN
+        PERFORM agentlab_sched.validate_choice('context', NEW.context, ARRAY['isolated', 'persistent']);
+    END IF;
+    IF ins OR NEW.session_key IS DISTINCT FROM OLD.session_key THEN
+        PERFORM agentlab_sched.validate_text('session_key', NEW.session_key, 200, false);
+    END IF;
+    IF (ins OR NEW.paused_reason IS DISTINCT FROM OLD.paused_reason) AND char_length(NEW.paused_reason) > 1000 THEN
+        PERFORM agentlab_sched.fail('schedule.too_long', 'paused_reason', jsonb_build_object(
+            'field', agentlab_sched.field_term('paused_reason'),
+            'length', char_length(NEW.paused_reason), 'max', 1000));
+    END IF;
+    IF ins OR NEW.webhook_format IS DISTINCT FROM OLD.webhook_format THEN
+        PERFORM agentlab_sched.validate_choice('webhook_format', NEW.webhook_format,
+                                               ARRAY['generic', 'feishu', 'wecom', 'dingtalk'], false);
+    END IF;
+    IF ins OR NEW.webhook_events IS DISTINCT FROM OLD.webhook_events THEN
+        IF NEW.webhook_events IS NULL THEN
+            PERFORM agentlab_sched.validate_text('webhook_events', NULL, 0);
+        END IF;
+        SELECT e INTO bad FROM unnest(NEW.webhook_events) AS e
+        WHERE e IS NULL OR e <> ALL (ARRAY['finished', 'failed', 'awaiting_approval']) LIMIT 1;
+        IF FOUND THEN
+            PERFORM agentlab_sched.validate_choice('webhook_events', coalesce(bad, ''),
+                                                   ARRAY['finished', 'failed', 'awaiting_approval']);
+        END IF;
+    END IF;
+    -- URL and secret are Fernet ciphertext made in Python with a key the database never holds.
+    IF (ins OR NEW.webhook_url_enc IS DISTINCT FROM OLD.webhook_url_enc)
+       AND NEW.webhook_url_enc IS NOT NULL AND NEW.webhook_url_enc NOT LIKE 'gAAAAA%' THEN
+        PERFORM agentlab_sched.fail('schedule.plaintext_secret', 'webhook_url',
+                                    jsonb_build_object('field', agentlab_sched.field_term('webhook_url')));
+    END IF;
+    IF (ins OR NEW.webhook_secret_enc IS DISTINCT FROM OLD.webhook_secret_enc)
+       AND NEW.webhook_secret_enc IS NOT NULL AND NEW.webhook_secret_enc NOT LIKE 'gAAAAA%' THEN
+        PERFORM agentlab_sched.fail('schedule.plaintext_secret', 'webhook_secret',
+                                    jsonb_build_object('field', agentlab_sched.field_term('webhook_secret')));
+    END IF;
+
+    IF ins THEN
+        NEW.version := 1;
+        IF NOT NEW.enabled THEN
+            NEW.next_run_at := NULL;
+            NEW.replan := NULL;
+            NEW.paused_at := coalesce(NEW.paused_at, now());
+        END IF;
+        RETURN NEW;
+    END IF;
+
+    -- A real change of the definition.
+    NEW.version := OLD.version + 1;
+    NEW.updated_at := now();
+    IF NOT NEW.enabled THEN
+        -- Disabled: nothing is pending; resuming plans the first fire after that moment.
+        NEW.next_run_at := NULL;
+        NEW.replan := NULL;
+        IF OLD.enabled THEN
+            IF NEW.paused_at IS NOT DISTINCT FROM OLD.paused_at THEN
+                NEW.paused_at := now();
+            END IF;
+        END IF;
+    ELSIF NOT OLD.enabled THEN
+        -- Enabled again (resume): the first due time after now; the paused time is never replayed.
+        NEW.replan := 'now';
+        NEW.next_run_at := NULL;
+        NEW.paused_reason := NULL;
+        NEW.paused_at := NULL;
+        NEW.consecutive_failures := 0;
+    ELSIF NEW.cron IS DISTINCT FROM OLD.cron OR NEW.timezone IS DISTINCT FROM OLD.timezone
+          OR NEW.starts_at IS DISTINCT FROM OLD.starts_at OR NEW.ends_at IS DISTINCT FROM OLD.ends_at
+          OR (OLD.remaining_runs = 0 AND NEW.remaining_runs IS DISTINCT FROM 0) THEN
+        -- Continue from the pending due time: the first due time of the new definition at or after it.
+        -- With nothing pending (never planned, ended, out of runs): the first due time after now.
+        NEW.replan := CASE WHEN NEW.next_run_at IS NULL OR OLD.replan = 'now' THEN 'now' ELSE 'pending' END;
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER schedules_before_write
+    BEFORE INSERT OR UPDATE ON agentlab_sched.schedules
+    FOR EACH ROW EXECUTE FUNCTION agentlab_sched.schedules_before_write();
+
+-- A schedule row as audit data: webhook ciphertext masked.
+CREATE OR REPLACE FUNCTION agentlab_sched.schedule_audit_values(s agentlab_sched.schedules) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT to_jsonb(s)
+        || jsonb_build_object(
+               'webhook_url_enc', CASE WHEN s.webhook_url_enc IS NULL THEN NULL ELSE '***' END,
+               'webhook_secret_enc', CASE WHEN s.webhook_secret_enc IS NULL THEN NULL ELSE '***' END)
+$$;
+
+-- AFTER INSERT/UPDATE/DELETE: one schedule_changes row per change of a definition, and a NOTIFY on
+-- channel agentlab_sched_schedules (payload: the schedule id) so workers re-plan without a restart.
+CREATE OR REPLACE FUNCTION agentlab_sched.schedules_after_write() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    sid bigint := CASE WHEN TG_OP = 'DELETE' THEN OLD.id ELSE NEW.id END;
+BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.version = OLD.version THEN
+        -- Bookkeeping: tell the workers only when a re-plan was asked for.
+        IF NEW.replan IS NOT NULL AND NEW.replan IS DISTINCT FROM OLD.replan THEN
+            PERFORM pg_notify('agentlab_sched_schedules', sid::text);
+        END IF;
+        RETURN NULL;
+    END IF;
+    INSERT INTO agentlab_sched.schedule_changes
+        (schedule_id, schedule_name, operation, application_name, old_values, new_values)
+    VALUES (
+        sid,
+        CASE WHEN TG_OP = 'DELETE' THEN OLD.name ELSE NEW.name END,
+        lower(TG_OP),
+        nullif(current_setting('application_name', true), ''),
+        CASE WHEN TG_OP <> 'INSERT' THEN agentlab_sched.schedule_audit_values(OLD) END,
+        CASE WHEN TG_OP <> 'DELETE' THEN agentlab_sched.schedule_audit_values(NEW) END);
+    PERFORM pg_notify('agentlab_sched_schedules', sid::text);
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER schedules_after_write
+    AFTER INSERT OR UPDATE OR DELETE ON agentlab_sched.schedules
+    FOR EACH ROW EXECUTE FUNCTION agentlab_sched.schedules_after_write();
+
+-- alter_schedule(): change some fields of a schedule; NULL leaves a field as it is.
+CREATE OR REPLACE FUNCTION agentlab_sched.alter_schedule(
+    name text,
+    cron text DEFAULT NULL,
+    timezone text DEFAULT NULL,
+    task text DEFAULT NULL,
+    inputs jsonb DEFAULT NULL,
+    enabled boolean DEFAULT NULL,
+    overlap text DEFAULT NULL,
+    misfire_grace interval DEFAULT NULL,
+    timeout interval DEFAULT NULL,
+    queue text DEFAULT NULL,
+    priority integer DEFAULT NULL,
+    catchup text DEFAULT NULL,
+    max_catchup integer DEFAULT NULL,
+    starts_at timestamptz DEFAULT NULL,
+    ends_at timestamptz DEFAULT NULL,
+    remaining_runs integer DEFAULT NULL,
+    pause_after_failures integer DEFAULT NULL,
+    context text DEFAULT NULL,
+    new_name text DEFAULT NULL,
+    expected_version integer DEFAULT NULL,
+    clear text[] DEFAULT NULL)
+RETURNS integer
+LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+DECLARE
+    clearable constant text[] := ARRAY['timeout', 'starts_at', 'ends_at', 'remaining_runs', 'pause_after_failures'];
+    given jsonb := jsonb_build_object(
+        'timeout', timeout, 'starts_at', starts_at, 'ends_at', ends_at,
+        'remaining_runs', remaining_runs, 'pause_after_failures', pause_after_failures);
+    c text;
+    result integer;
+    actual integer;
+BEGIN
+    PERFORM agentlab_sched.validate_text('name', name, 200);
+    FOREACH c IN ARRAY coalesce(clear, '{}'::text[]) LOOP
+        IF c IS NULL OR NOT c = ANY (clearable) THEN
+            PERFORM agentlab_sched.fail('schedule.clear_unknown', 'clear', jsonb_build_object(
+                'value', coalesce(c, ''), 'allowed', to_jsonb(clearable)));
+        END IF;
+        IF jsonb_typeof(given -> c) <> 'null' THEN
+            PERFORM agentlab_sched.fail('schedule.clear_conflict', c,
+                                        jsonb_build_object('field', agentlab_sched.field_term(c)));
+        END IF;
+    END LOOP;
+    IF new_name IS NOT NULL AND new_name IS DISTINCT FROM name
+       AND EXISTS (SELECT FROM agentlab_sched.schedules s WHERE s.name = new_name) THEN
+        PERFORM agentlab_sched.fail('schedule.name_taken', 'new_name',
+                                    jsonb_build_object('name', new_name), '23505');
+    END IF;
+
+    -- The optimistic lock is this conditional UPDATE: of two sessions altering at once with the same
+    -- expected_version, the second waits for the first's row lock, re-checks the condition against the
+    -- committed row and matches nothing.
+    UPDATE agentlab_sched.schedules AS s SET
+        name = coalesce(new_name, s.name),
+        cron = coalesce(cron, s.cron),
+        timezone = coalesce(timezone, s.timezone),
+        task = coalesce(task, s.task),
+        inputs = coalesce(inputs, s.inputs),
+        enabled = coalesce(enabled, s.enabled),
+        overlap = coalesce(overlap, s.overlap),
+        misfire_grace = coalesce(misfire_grace, s.misfire_grace),
+        timeout = CASE WHEN 'timeout' = ANY (clear) THEN NULL ELSE coalesce(timeout, s.timeout) END,
+        queue = coalesce(queue, s.queue),
+        priority = coalesce(priority, s.priority),
+        catchup = coalesce(catchup, s.catchup),
+        max_catchup = coalesce(max_catchup, s.max_catchup),
+        starts_at = CASE WHEN 'starts_at' = ANY (clear) THEN NULL ELSE coalesce(starts_at, s.starts_at) END,
+        ends_at = CASE WHEN 'ends_at' = ANY (clear) THEN NULL ELSE coalesce(ends_at, s.ends_at) END,
+        remaining_runs = CASE WHEN 'remaining_runs' = ANY (clear) THEN NULL
+                              ELSE coalesce(remaining_runs, s.remaining_runs) END,
+        pause_after_failures = CASE WHEN 'pause_after_failures' = ANY (clear) THEN NULL
+                                    ELSE coalesce(pause_after_failures, s.pause_after_failures) END,
+        context = coalesce(context, s.context)
+    WHERE s.name = name AND (expected_version IS NULL OR s.version = expected_version)
+    RETURNING s.version INTO result;
+    IF FOUND THEN
+        RETURN result;
+    END IF;
+    SELECT s.version INTO actual FROM agentlab_sched.schedules s WHERE s.name = name;
+    IF NOT FOUND THEN
+        PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', name), 'P0002');
+    END IF;
+    PERFORM agentlab_sched.fail('schedule.stale_version', 'expected_version', jsonb_build_object(
+        'name', name, 'expected', expected_version, 'actual', actual), '40001');
+    RETURN NULL;
+END
+$$;
+
+-- schedule(): create the schedule of that name, or update it (as pg_cron's cron.schedule does).
+-- name, cron, task, inputs and timezone are always set from the call; the other arguments, when NULL,
+-- take the column default on create and leave the field as it is on update (a paused schedule stays
+-- paused when a deploy script declares it again).
+CREATE OR REPLACE FUNCTION agentlab_sched.schedule(
+    name text,
+    cron text,
+    task text,
+    inputs jsonb DEFAULT '{}'::jsonb,
+    timezone text DEFAULT 'UTC',
+    queue text DEFAULT NULL,
+    priority integer DEFAULT NULL,
+    overlap text DEFAULT NULL,
+    misfire_grace interval DEFAULT NULL,
+    timeout interval DEFAULT NULL,
+    enabled boolean DEFAULT NULL,
+    catchup text DEFAULT NULL,
+    max_catchup integer DEFAULT NULL,
+    starts_at timestamptz DEFAULT NULL,
+    ends_at timestamptz DEFAULT NULL,
+    remaining_runs integer DEFAULT NULL,
+    pause_after_failures integer DEFAULT NULL,
+    context text DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+DECLARE
+    sid bigint;
+BEGIN
+    PERFORM agentlab_sched.validate_text('name', name, 200);
+    -- The arguments the call always sets must be given: NULL would mean "unchanged" in alter_schedule.
+    -- (Their values are checked by the trigger, cron and time zone by check_cron / check_timezone.)
+    IF cron IS NULL THEN
+        PERFORM agentlab_sched.validate_text('cron', NULL, 0);
+    END IF;
+    PERFORM agentlab_sched.validate_text('task', task, 200, true, true);
+    IF inputs IS NULL THEN
+        PERFORM agentlab_sched.validate_text('inputs', NULL, 0);
+    END IF;
+    IF timezone IS NULL THEN
+        PERFORM agentlab_sched.validate_text('timezone', NULL, 0);
+    END IF;
+    LOOP
+        SELECT s.id INTO sid FROM agentlab_sched.schedules s WHERE s.name = name;
+        IF FOUND THEN
+            PERFORM agentlab_sched.alter_schedule(
+                name, cron => cron, timezone => timezone, task => task, inputs => inputs,
+                enabled => enabled, overlap => overlap, misfire_grace => misfire_grace, timeout => timeout,
+                queue => queue, priority => priority, catchup => catchup, max_catchup => max_catchup,
+                starts_at => starts_at, ends_at => ends_at, remaining_runs => remaining_runs,
+                pause_after_failures => pause_after_failures, context => context);
+            RETURN sid;
+        END IF;
+        -- Column defaults of 0001_schema.sql, repeated for the arguments left NULL.
+        INSERT INTO agentlab_sched.schedules AS s
+            (name, cron, task, inputs, timezone, queue, priority, overlap, misfire_grace, timeout, enabled,
+             catchup, max_catchup, starts_at, ends_at, remaining_runs, pause_after_failures, context)
+        VALUES (name, cron, task, inputs, timezone, coalesce(queue, 'default'), coalesce(priority, 0),
+                coalesce(overlap, 'skip'), coalesce(misfire_grace, interval '1 hour'), timeout,
+                coalesce(enabled, true), coalesce(catchup, 'latest'), coalesce(max_catchup, 10),
+                starts_at, ends_at, remaining_runs, pause_after_failures, coalesce(context, 'isolated'))
+        ON CONFLICT ON CONSTRAINT schedules_name_key DO NOTHING
+        RETURNING s.id INTO sid;
+        IF sid IS NOT NULL THEN
+            RETURN sid;
+        END IF;
+        -- Created by another session meanwhile: update it instead.
+    END LOOP;
+END
+$$;
+
+-- unschedule(): delete the schedule (its ledger goes with it; runs stay, unlinked). False when there
+-- is no schedule of that name.
+CREATE OR REPLACE FUNCTION agentlab_sched.unschedule(name text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+BEGIN
+    PERFORM agentlab_sched.validate_text('name', name, 200);
+    DELETE FROM agentlab_sched.schedules s WHERE s.name = name;
+    RETURN FOUND;
+END
+$$;
+
+-- pause(): stop firing (enabled = false) and say why. True when this call paused it, false when it
+-- was paused already (a reason given then replaces the old one).
+CREATE OR REPLACE FUNCTION agentlab_sched.pause(name text, reason text DEFAULT NULL) RETURNS boolean
+LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+DECLARE
+    was_enabled boolean;
+BEGIN
+    PERFORM agentlab_sched.validate_text('name', name, 200);
+    SELECT s.enabled INTO was_enabled FROM agentlab_sched.schedules s WHERE s.name = name FOR UPDATE;
+    IF NOT FOUND THEN
+        PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', name), 'P0002');
+    END IF;
+    UPDATE agentlab_sched.schedules s
+    SET enabled = false,
+        paused_reason = CASE WHEN was_enabled THEN reason ELSE coalesce(reason, s.paused_reason) END
+    WHERE s.name = name;
+    RETURN was_enabled;
+END
+$$;
+
+-- resume(): fire again from now on: the next fire is the first due time after now (the paused time is
+-- never replayed); clears paused_reason and consecutive_failures. True when this call resumed it.
+CREATE OR REPLACE FUNCTION agentlab_sched.resume(name text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+DECLARE
+    was_enabled boolean;
+BEGIN
+    PERFORM agentlab_sched.validate_text('name', name, 200);
+    SELECT s.enabled INTO was_enabled FROM agentlab_sched.schedules s WHERE s.name = name FOR UPDATE;
+    IF NOT FOUND THEN
+        PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', name), 'P0002');
+    END IF;
+    IF was_enabled THEN
+        RETURN false;
+    END IF;
+    UPDATE agentlab_sched.schedules s SET enabled = true WHERE s.name = name;
+    RETURN true;
+END
+$$;
