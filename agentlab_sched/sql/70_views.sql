@@ -1,0 +1,105 @@
+-- Views for people and scripts: schedule_status, fire_history, overdue. Reference: docs/sql.md.
+-- Re-applied by every migrate with CREATE OR REPLACE VIEW, which can only append columns: renaming or
+-- removing one needs a migration that drops the view first.
+
+-- The on-time window in seconds (config key on_time_window_seconds, 60 by default).
+CREATE OR REPLACE FUNCTION agentlab_sched.on_time_window() RETURNS interval
+LANGUAGE sql STABLE AS $$
+    SELECT make_interval(secs => coalesce(
+        (SELECT value::double precision FROM agentlab_sched.config
+         WHERE key = 'on_time_window_seconds' AND value ~ '^\s*[0-9]+(\.[0-9]+)?\s*$'),
+        60))
+$$;
+
+-- One row per schedule: what it is, when it fires next, how its last fire and run went. Webhook URL and
+-- secret are never shown: only the format, a hint of the URL (its host) and whether a secret is set.
+CREATE OR REPLACE VIEW agentlab_sched.schedule_status AS
+SELECT
+    s.id,
+    s.name,
+    s.cron,
+    s.timezone,
+    s.task,
+    s.enabled,
+    s.next_run_at,
+    s.replan,
+    lf.id AS last_fire_id,
+    lf.fire_at AS last_fire_at,
+    lf.kind AS last_fire_kind,
+    lf.status AS last_fire_status,
+    lf.reason_code AS last_fire_reason_code,
+    lf.reason AS last_fire_reason,
+    lr.id AS last_run_id,
+    lr.status AS last_run_status,
+    lr.created_at AS last_run_created_at,
+    lr.finished_at AS last_run_finished_at,
+    s.consecutive_failures,
+    s.pause_after_failures,
+    s.paused_reason,
+    s.paused_at,
+    s.overlap,
+    s.remaining_runs,
+    s.version,
+    s.updated_at,
+    s.webhook_format,
+    s.webhook_url_hint,
+    s.webhook_secret_enc IS NOT NULL AS webhook_has_secret,
+    CASE WHEN s.webhook_url_enc IS NOT NULL THEN s.webhook_events END AS webhook_events,
+    CASE WHEN s.webhook_url_enc IS NOT NULL THEN
+        coalesce(s.webhook_format, 'generic') || ' ' || coalesce(s.webhook_url_hint, '***')
+    END AS webhook
+FROM agentlab_sched.schedules s
+LEFT JOIN LATERAL (
+    SELECT f.id, f.fire_at, f.kind, f.status, f.reason_code, f.reason
+    FROM agentlab_sched.fires f
+    WHERE f.schedule_id = s.id
+    ORDER BY f.fire_at DESC, f.id DESC
+    LIMIT 1
+) lf ON true
+LEFT JOIN LATERAL (
+    SELECT r.id, r.status, r.created_at, r.finished_at
+    FROM agentlab_sched.runs r
+    WHERE r.schedule_id = s.id
+    ORDER BY r.created_at DESC, r.id DESC
+    LIMIT 1
+) lr ON true;
+
+-- The ledger, newest first, with the outcome of each fire's run.
+CREATE OR REPLACE VIEW agentlab_sched.fire_history AS
+SELECT
+    f.id AS fire_id,
+    f.schedule_id,
+    s.name AS schedule_name,
+    f.fire_at,
+    f.kind,
+    f.status,
+    f.reason_code,
+    f.reason,
+    f.run_id,
+    r.status AS run_status,
+    f.created_at,
+    f.requested_by,
+    s.timezone
+FROM agentlab_sched.fires f
+JOIN agentlab_sched.schedules s ON s.id = f.schedule_id
+LEFT JOIN agentlab_sched.runs r ON r.id = f.run_id
+ORDER BY f.created_at DESC, f.id DESC;
+
+-- Enabled schedules that nothing is firing: next_run_at older than the on-time window (problem =
+-- 'late'), or a next fire still unplanned that long after it was asked for (problem = 'unplanned':
+-- created or resumed in SQL while no worker runs).
+CREATE OR REPLACE VIEW agentlab_sched.overdue AS
+SELECT
+    s.id,
+    s.name,
+    s.cron,
+    s.timezone,
+    s.next_run_at,
+    CASE WHEN s.next_run_at IS NOT NULL THEN now() - s.next_run_at ELSE now() - s.updated_at END AS late_by,
+    CASE WHEN s.next_run_at IS NOT NULL THEN 'late' ELSE 'unplanned' END AS problem,
+    w.on_time_window
+FROM agentlab_sched.schedules s
+CROSS JOIN (SELECT agentlab_sched.on_time_window() AS on_time_window) w
+WHERE s.enabled
+  AND (s.next_run_at < now() - w.on_time_window
+       OR (s.next_run_at IS NULL AND s.replan IS NOT NULL AND s.updated_at < now() - w.on_time_window));
