@@ -1,0 +1,527 @@
+"""The Python admin API for schedules: the SQL API (docs/sql.md) with typed results.
+
+Every function takes an open psycopg ``AsyncConnection`` (any row factory, autocommit or not; the work
+of one call happens in one transaction, a savepoint when the caller already has one open) and either
+returns a frozen dataclass or raises a :class:`~agentlab_sched.errors.SchedError`:
+:class:`~agentlab_sched.errors.ValidationError` for bad input (``err.field`` names it),
+:class:`~agentlab_sched.errors.NotFound` for an unknown name, :class:`~agentlab_sched.errors.Conflict`
+for a stale ``expected_version`` or a name already taken. ``str(err)`` is the message in the
+deployment's locale; ``err.message("zh-CN")`` renders another.
+
+Cron and time zone are checked in Python first (``cron.parse``, ``cron.check_timezone``), then again by
+the database with the same language and the same messages; everything else is checked once, by the
+database's validation trigger, so a refusal reads the same from SQL, Python and the CLI.
+
+Unlike the SQL functions, which leave ``next_run_at`` to a worker, these functions plan the next fire
+before they return (``tick.replan`` on the same connection), so ``next_run_at`` is filled at once.
+
+    from agentlab_sched import admin, db
+
+    async with await db.connect(url) as conn:
+        s = await admin.schedule(conn, "daily-report", "0 9 * * *", "demo.echo",
+                                 {"day": "{{ schedule.yesterday }}"}, timezone="Asia/Shanghai")
+        s = await admin.alter(conn, "daily-report", cron="30 9 * * *", expected_version=s.version)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from . import errors
+from .errors import Conflict, NotFound, SchedError
+
+if TYPE_CHECKING:
+    from .cron import Upcoming
+
+__all__ = [
+    "CLEARABLE",
+    "OPTIONS",
+    "SchedError",
+    "Schedule",
+    "ScheduleStatus",
+    "alter",
+    "create",
+    "create_or_update",
+    "get",
+    "list_schedules",
+    "pause",
+    "resume",
+    "schedule",
+    "status",
+    "unschedule",
+    "upcoming",
+]
+
+#: The optional keyword arguments of :func:`schedule` and :func:`create`.
+OPTIONS = (
+    "queue", "priority", "overlap", "misfire_grace", "timeout", "enabled", "catchup", "max_catchup",
+    "starts_at", "ends_at", "remaining_runs", "pause_after_failures", "context",
+)  # fmt: skip
+
+#: Optional fields ``alter(..., clear=[...])`` can reset to "not set".
+CLEARABLE = ("timeout", "starts_at", "ends_at", "remaining_runs", "pause_after_failures")
+
+
+def _plain(value: Any) -> Any:
+    """A value as JSON-ready data: ISO times, seconds for durations, strings for ids."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+class _Record:
+    """Shared by the result dataclasses: built from a row, turned into JSON-ready data."""
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Any:
+        values = {}
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            value = row.get(f.name)
+            values[f.name] = tuple(value) if isinstance(value, list) else value
+        return cls(**values)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data for ``--json`` and scripts: times in ISO 8601, durations in seconds."""
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Schedule(_Record):
+    """A schedule as stored (DESIGN §2); webhook URL and secret are never exposed, only whether set."""
+
+    id: int
+    name: str
+    cron: str
+    timezone: str
+    task: str
+    inputs: Mapping[str, Any]
+    queue: str
+    priority: int
+    overlap: str
+    misfire_grace: timedelta
+    timeout: timedelta | None
+    enabled: bool
+    catchup: str
+    max_catchup: int
+    starts_at: datetime | None
+    ends_at: datetime | None
+    remaining_runs: int | None
+    pause_after_failures: int | None
+    consecutive_failures: int
+    paused_reason: str | None
+    paused_at: datetime | None
+    context: str
+    session_key: str | None
+    #: The pending due time; None while a worker has yet to plan it (``replan`` set), or when disabled
+    #: or finished.
+    next_run_at: datetime | None
+    replan: str | None
+    version: int
+    created_at: datetime
+    updated_at: datetime
+    webhook_format: str | None
+    webhook_url_hint: str | None
+    webhook_configured: bool
+    webhook_has_secret: bool
+    webhook_events: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ScheduleStatus(_Record):
+    """One row of the ``schedule_status`` view: the schedule, its next fire, its last fire and run."""
+
+    id: int
+    name: str
+    cron: str
+    timezone: str
+    task: str
+    enabled: bool
+    next_run_at: datetime | None
+    replan: str | None
+    last_fire_id: int | None
+    last_fire_at: datetime | None
+    last_fire_kind: str | None
+    last_fire_status: str | None
+    last_fire_reason_code: str | None
+    last_fire_reason: str | None
+    last_run_id: uuid.UUID | None
+    last_run_status: str | None
+    last_run_created_at: datetime | None
+    last_run_finished_at: datetime | None
+    consecutive_failures: int
+    pause_after_failures: int | None
+    paused_reason: str | None
+    paused_at: datetime | None
+    overlap: str
+    remaining_runs: int | None
+    version: int
+    updated_at: datetime
+    webhook_format: str | None
+    webhook_url_hint: str | None
+    webhook_has_secret: bool
+    webhook_events: tuple[str, ...] | None
+    #: Format and URL hint, e.g. ``feishu open.feishu.cn``; None without a webhook.
+    webhook: str | None
+
+
+_SCHEDULE_COLUMNS = sql.SQL(", ").join(
+    [
+        sql.Identifier(f.name)
+        for f in dataclasses.fields(Schedule)
+        if f.name not in ("webhook_configured", "webhook_has_secret")
+    ]
+    + [
+        sql.SQL("webhook_url_enc IS NOT NULL AS webhook_configured"),
+        sql.SQL("webhook_secret_enc IS NOT NULL AS webhook_has_secret"),
+    ]
+)
+
+
+@asynccontextmanager
+async def _translated() -> AsyncIterator[None]:
+    """Turn the database's refusals into the SchedError they stand for."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        err = errors.from_database(exc)
+        if err is None:
+            raise
+        if exc.sqlstate == "23505" and not isinstance(err, Conflict):
+            err = Conflict(err.code, err.field, **err.params)
+        raise err from exc
+
+
+def _check_cron_and_zone(cron_expr: str | None, timezone: str | None) -> None:
+    """The same checks the database makes, made here first (the same messages)."""
+    from . import cron
+
+    if cron_expr is not None:
+        cron.parse(cron_expr)
+    if timezone is not None:
+        cron.check_timezone(timezone)
+
+
+async def _replan(conn: psycopg.AsyncConnection[Any], schedule_id: int, now: datetime | None) -> None:
+    """Plan the next fire now, as a worker would within a tick (tick.replan, the one implementation)."""
+    from . import tick
+
+    await tick.replan(conn, [schedule_id], now=now)
+
+
+async def _fetch(conn: psycopg.AsyncConnection[Any], name: str) -> Schedule:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            sql.SQL("SELECT {} FROM agentlab_sched.schedules WHERE name = %s").format(_SCHEDULE_COLUMNS),
+            (name,),
+        )
+        row = await cur.fetchone()
+    if row is None:
+        raise NotFound("schedule.not_found", "name", name=name)
+    return Schedule.from_row(row)
+
+
+async def _call(
+    conn: psycopg.AsyncConnection[Any], query: sql.Composable | str, params: Mapping[str, Any]
+) -> Any:
+    async with _translated(), conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(query, params)
+        row = await cur.fetchone()
+    assert row is not None
+    return next(iter(row.values()))
+
+
+def _named_args(values: Mapping[str, Any], casts: Mapping[str, str]) -> tuple[sql.Composable, dict[str, Any]]:
+    """``a => %(a)s::type, ...`` for the arguments that are not None."""
+    given = {k: v for k, v in values.items() if v is not None}
+    parts = [
+        sql.SQL("{} => {}::{}").format(sql.Identifier(k), sql.Placeholder(k), sql.SQL(casts[k]))
+        for k in given
+    ]
+    params = {
+        k: Jsonb(dict(v) if isinstance(v, Mapping) else v) if casts[k] == "jsonb" else v
+        for k, v in given.items()
+    }
+    return sql.SQL(", ").join(parts), params
+
+
+_CASTS = {
+    "name": "text",
+    "cron": "text",
+    "task": "text",
+    "inputs": "jsonb",
+    "timezone": "text",
+    "queue": "text",
+    "priority": "integer",
+    "overlap": "text",
+    "misfire_grace": "interval",
+    "timeout": "interval",
+    "enabled": "boolean",
+    "catchup": "text",
+    "max_catchup": "integer",
+    "starts_at": "timestamptz",
+    "ends_at": "timestamptz",
+    "remaining_runs": "integer",
+    "pause_after_failures": "integer",
+    "context": "text",
+    "new_name": "text",
+    "expected_version": "integer",
+    "clear": "text[]",
+}
+
+
+async def schedule(
+    conn: psycopg.AsyncConnection[Any],
+    name: str,
+    cron: str,
+    task: str,
+    inputs: Mapping[str, Any] | None = None,
+    *,
+    timezone: str = "UTC",
+    queue: str | None = None,
+    priority: int | None = None,
+    overlap: str | None = None,
+    misfire_grace: timedelta | None = None,
+    timeout: timedelta | None = None,  # noqa: ASYNC109 (a schedule field, not a call timeout)
+    enabled: bool | None = None,
+    catchup: str | None = None,
+    max_catchup: int | None = None,
+    starts_at: datetime | None = None,
+    ends_at: datetime | None = None,
+    remaining_runs: int | None = None,
+    pause_after_failures: int | None = None,
+    context: str | None = None,
+    now: datetime | None = None,
+) -> Schedule:
+    """Create the schedule ``name``, or update it if it exists (SQL ``schedule()``, like pg_cron).
+
+    ``cron``, ``task``, ``inputs`` (``{}`` when None) and ``timezone`` are always set; the other
+    arguments, when None, take their default on create and leave the field as it is on update.
+    ``now`` (default: the database clock) is the instant the next fire is planned after.
+    """
+    _check_cron_and_zone(cron, timezone)
+    values = {
+        "name": name, "cron": cron, "task": task, "inputs": {} if inputs is None else inputs,
+        "timezone": timezone, "queue": queue, "priority": priority, "overlap": overlap,
+        "misfire_grace": misfire_grace, "timeout": timeout, "enabled": enabled, "catchup": catchup,
+        "max_catchup": max_catchup, "starts_at": starts_at, "ends_at": ends_at,
+        "remaining_runs": remaining_runs, "pause_after_failures": pause_after_failures, "context": context,
+    }  # fmt: skip
+    args, params = _named_args(values, _CASTS)
+    async with conn.transaction():
+        sid = await _call(conn, sql.SQL("SELECT agentlab_sched.schedule({})").format(args), params)
+        await _replan(conn, sid, now)
+        return await _fetch(conn, name)
+
+
+#: Another name for :func:`schedule` that says what it does.
+create_or_update = schedule
+
+
+async def create(
+    conn: psycopg.AsyncConnection[Any],
+    name: str,
+    cron: str,
+    task: str,
+    inputs: Mapping[str, Any] | None = None,
+    *,
+    timezone: str = "UTC",
+    now: datetime | None = None,
+    **options: Any,
+) -> Schedule:
+    """Create a new schedule; :class:`Conflict` (``schedule.name_taken``) when the name exists already.
+
+    ``options`` are the keyword arguments of :func:`schedule` (queue, overlap, misfire_grace, ...).
+    """
+    unknown = set(options) - set(OPTIONS)
+    if unknown:
+        raise TypeError(f"create() got unexpected keyword arguments: {', '.join(sorted(unknown))}")
+    _check_cron_and_zone(cron, timezone)
+    values = {
+        "name": name,
+        "cron": cron,
+        "task": task,
+        "inputs": {} if inputs is None else inputs,
+        "timezone": timezone,
+    }
+    values.update({k: v for k, v in options.items() if v is not None})
+    columns = list(values)
+    query = sql.SQL("INSERT INTO agentlab_sched.schedules ({}) VALUES ({}) RETURNING id").format(
+        sql.SQL(", ").join(map(sql.Identifier, columns)),
+        sql.SQL(", ").join(sql.SQL("{}::{}").format(sql.Placeholder(c), sql.SQL(_CASTS[c])) for c in columns),
+    )
+    params = {c: Jsonb(dict(v)) if _CASTS[c] == "jsonb" else v for c, v in values.items()}
+    async with conn.transaction():
+        try:
+            sid = await _call(conn, query, params)
+        except psycopg.errors.UniqueViolation as exc:
+            raise Conflict("schedule.name_taken", "name", name=name) from exc
+        await _replan(conn, sid, now)
+        return await _fetch(conn, name)
+
+
+async def alter(
+    conn: psycopg.AsyncConnection[Any],
+    name: str,
+    *,
+    cron: str | None = None,
+    timezone: str | None = None,
+    task: str | None = None,
+    inputs: Mapping[str, Any] | None = None,
+    enabled: bool | None = None,
+    overlap: str | None = None,
+    misfire_grace: timedelta | None = None,
+    timeout: timedelta | None = None,  # noqa: ASYNC109 (a schedule field, not a call timeout)
+    queue: str | None = None,
+    priority: int | None = None,
+    catchup: str | None = None,
+    max_catchup: int | None = None,
+    starts_at: datetime | None = None,
+    ends_at: datetime | None = None,
+    remaining_runs: int | None = None,
+    pause_after_failures: int | None = None,
+    context: str | None = None,
+    new_name: str | None = None,
+    expected_version: int | None = None,
+    clear: Iterable[str] = (),
+    now: datetime | None = None,
+) -> Schedule:
+    """Change some fields of schedule ``name`` (SQL ``alter_schedule()``); None leaves a field as it is.
+
+    ``clear`` names optional fields to reset to "not set" (see :data:`CLEARABLE`). With
+    ``expected_version``, the change is made only if the schedule is still at that version, else
+    :class:`Conflict` (``schedule.stale_version``). The version goes up by one when something really
+    changed. A real change of cron or time zone continues from the pending due time; enabling plans
+    the first fire after ``now``.
+    """
+    _check_cron_and_zone(cron, timezone)
+    values = {
+        "name": name, "cron": cron, "timezone": timezone, "task": task, "inputs": inputs, "enabled": enabled,
+        "overlap": overlap, "misfire_grace": misfire_grace, "timeout": timeout, "queue": queue,
+        "priority": priority, "catchup": catchup, "max_catchup": max_catchup, "starts_at": starts_at,
+        "ends_at": ends_at, "remaining_runs": remaining_runs, "pause_after_failures": pause_after_failures,
+        "context": context, "new_name": new_name, "expected_version": expected_version,
+        "clear": list(clear) or None,
+    }  # fmt: skip
+    args, params = _named_args(values, _CASTS)
+    async with conn.transaction():
+        await _call(conn, sql.SQL("SELECT agentlab_sched.alter_schedule({})").format(args), params)
+        current = await _fetch(conn, new_name or name)
+        if current.replan is not None:
+            await _replan(conn, current.id, now)
+            current = await _fetch(conn, current.name)
+        return current
+
+
+async def unschedule(conn: psycopg.AsyncConnection[Any], name: str) -> bool:
+    """Delete schedule ``name`` and its ledger (its runs stay, unlinked); False when there was none."""
+    return bool(await _call(conn, "SELECT agentlab_sched.unschedule(%(name)s::text)", {"name": name}))
+
+
+async def pause(conn: psycopg.AsyncConnection[Any], name: str, reason: str | None = None) -> Schedule:
+    """Stop firing schedule ``name`` (``enabled = false``), recording ``reason``; a no-op when paused.
+
+    Nothing is pending while paused (``next_run_at`` is None); :func:`resume` plans from its own moment.
+    """
+    async with conn.transaction():
+        await _call(
+            conn,
+            "SELECT agentlab_sched.pause(%(name)s::text, %(reason)s::text)",
+            {"name": name, "reason": reason},
+        )
+        return await _fetch(conn, name)
+
+
+async def resume(conn: psycopg.AsyncConnection[Any], name: str, *, now: datetime | None = None) -> Schedule:
+    """Fire schedule ``name`` again: the next fire is the first due time after ``now`` (the paused time
+    is never replayed); clears the pause reason and the failure count. A no-op when it is not paused."""
+    async with conn.transaction():
+        await _call(conn, "SELECT agentlab_sched.resume(%(name)s::text)", {"name": name})
+        current = await _fetch(conn, name)
+        if current.replan is not None:
+            await _replan(conn, current.id, now)
+            current = await _fetch(conn, name)
+        return current
+
+
+async def get(conn: psycopg.AsyncConnection[Any], name: str) -> Schedule:
+    """Schedule ``name``; :class:`NotFound` when there is none."""
+    async with _translated():
+        return await _fetch(conn, name)
+
+
+async def status(conn: psycopg.AsyncConnection[Any], name: str) -> ScheduleStatus:
+    """The ``schedule_status`` row of schedule ``name``; :class:`NotFound` when there is none."""
+    async with _translated(), conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute("SELECT * FROM agentlab_sched.schedule_status WHERE name = %s", (name,))
+        row = await cur.fetchone()
+    if row is None:
+        raise NotFound("schedule.not_found", "name", name=name)
+    return ScheduleStatus.from_row(row)
+
+
+async def list_schedules(conn: psycopg.AsyncConnection[Any]) -> list[ScheduleStatus]:
+    """Every schedule with its status (the ``schedule_status`` view), by name."""
+    async with _translated(), conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute("SELECT * FROM agentlab_sched.schedule_status ORDER BY name")
+        rows = await cur.fetchall()
+    return [ScheduleStatus.from_row(r) for r in rows]
+
+
+async def upcoming(
+    conn: psycopg.AsyncConnection[Any], name: str, n: int = 5, *, after: datetime | None = None
+) -> list[Upcoming]:
+    """The next ``n`` fire times of schedule ``name`` after ``after`` (default: the database clock).
+
+    Each has the UTC instant, the local time in the schedule's zone and a note when the fire was moved
+    by a DST gap (``dst_gap``) or falls in a repeated hour (``dst_repeat``). The validity window
+    (``starts_at``/``ends_at``) and ``remaining_runs`` are respected; a paused schedule shows what it
+    would do once resumed.
+    """
+    from . import cron as cronlib
+
+    if n < 1:
+        raise errors.ValidationError("schedule.too_small", "count", field=_term("count"), value=n, min=1)
+    current = await get(conn, name)
+    if after is None:
+        async with conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute("SELECT now() AS now")
+            row = await cur.fetchone()
+            assert row is not None
+            after = row["now"]
+    assert after is not None
+    expr = cronlib.parse(current.cron)
+    limit = n if current.remaining_runs is None else min(n, current.remaining_runs)
+    if limit <= 0:
+        return []
+    start = after
+    if current.starts_at is not None and current.starts_at > after:
+        start = current.starts_at - timedelta(microseconds=1)  # starts_at itself may be a due time
+    times = expr.upcoming(start, current.timezone, limit)
+    if current.ends_at is not None:
+        times = [t for t in times if t.at <= current.ends_at]
+    return list(times)
+
+
+def _term(field: str) -> dict[str, object]:
+    from .messages import term
+
+    return term(f"schedule.field.{field}")
