@@ -1,0 +1,109 @@
+"""The `agentlab-sched` command line: the root app, its global options, and where sub-apps mount.
+
+Sub-apps written elsewhere are mounted when their module exists and skipped while it does not (only a
+missing module of exactly that name is skipped; an error inside one that exists is raised):
+
+- ``agentlab_sched.cli.notify:notify_app`` as ``notify``;
+- ``agentlab_sched.cli.history:fires_cmd`` as ``fires`` and ``:runs_app`` as ``runs``;
+- ``agentlab_sched.cli.worker:register(app)`` (``worker``, ``dev``, ``doctor``);
+- ``agentlab_sched.cli.firing:register(schedules_app)`` (``schedules trigger``, ``schedules backfill``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Annotated
+
+import typer
+
+from .. import messages
+from . import common
+from .database import db_app, migrate_cmd
+from .schedules import schedules_app
+
+__all__ = ["app", "main", "schedules_app"]
+
+app = typer.Typer(
+    name="agentlab-sched",
+    help="A Postgres-native scheduler: cron schedules that launch Procrastinate tasks.",
+    cls=common.HandledGroup,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    database_url: Annotated[
+        str | None,
+        typer.Option(
+            "--database-url",
+            help="PostgreSQL URL (default: AGENTLAB_SCHED_DATABASE_URL, else the embedded server).",
+            show_default=False,
+        ),
+    ] = None,
+    data_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--data-dir",
+            help="Data directory of the embedded server (AGENTLAB_SCHED_DATA_DIR).",
+            show_default=False,
+        ),
+    ] = None,
+    locale: Annotated[
+        str | None,
+        typer.Option(
+            "--locale", help="en or zh-CN (default: AGENTLAB_SCHED_LOCALE, else en).", show_default=False
+        ),
+    ] = None,
+) -> None:
+    """Administer schedules with SQL, Python or this command line."""
+    ctx.obj = common.State(
+        database_url=database_url,
+        data_dir=data_dir,
+        locale=messages.normalise_locale(locale) if locale else messages.current_locale(),
+        locale_given=locale is not None,
+    )
+
+
+app.command("migrate")(migrate_cmd)
+app.add_typer(schedules_app, name="schedules")
+app.add_typer(db_app, name="db")
+
+
+def _optional(module: str) -> ModuleType | None:
+    """The module, or None while it has not been written yet."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name == module:
+            return None
+        raise
+
+
+def _mount() -> None:
+    notify = _optional("agentlab_sched.cli.notify")
+    if notify is not None:
+        app.add_typer(notify.notify_app, name="notify")
+    history = _optional("agentlab_sched.cli.history")
+    if history is not None:
+        app.command("fires")(history.fires_cmd)
+        app.add_typer(history.runs_app, name="runs")
+    worker = _optional("agentlab_sched.cli.worker")
+    if worker is not None:
+        worker.register(app)
+    firing = _optional("agentlab_sched.cli.firing")
+    if firing is not None:
+        firing.register(schedules_app)
+
+
+_mount()
+
+
+def main() -> None:
+    """The console script ``agentlab-sched``."""
+    app(prog_name="agentlab-sched")

@@ -1,0 +1,49 @@
+"""`agentlab-sched migrate` and `agentlab-sched db ...` (the embedded PostgreSQL)."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+
+from .. import embedded
+from ..migrate import migrate
+from . import common
+
+db_app = typer.Typer(
+    name="db",
+    help="The embedded PostgreSQL used when no database URL is configured.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+
+def migrate_cmd(ctx: typer.Context) -> None:
+    """Create or upgrade the schema (Procrastinate's and ours); running it twice changes nothing."""
+    st = common.state(ctx)
+    database = st.database()
+    # The deployment's locale is recorded only when one was chosen (--locale or AGENTLAB_SCHED_LOCALE).
+    chosen = st.locale if (st.locale_given or os.environ.get("AGENTLAB_SCHED_LOCALE")) else None
+    report = migrate(database.url, locale=chosen)
+    names = [f"procrastinate/{n}" for n in report.procrastinate] + report.applied
+    if names:
+        common.say(ctx, "cli.migrated", applied=", ".join(names))
+    else:
+        common.say(ctx, "cli.up_to_date")
+
+
+@db_app.command("stop")
+def stop_cmd(
+    ctx: typer.Context,
+    remove: Annotated[
+        bool, typer.Option("--remove", help="Also delete its data directory (all its data).")
+    ] = False,
+) -> None:
+    """Stop the embedded PostgreSQL (and with --remove, delete its data)."""
+    st = common.state(ctx)
+    where = st.data_dir or os.environ.get("AGENTLAB_SCHED_DATA_DIR") or str(embedded.default_data_dir())
+    if not embedded.stop(where, remove=remove):
+        common.say(ctx, "cli.db_none", dir=where)
+        return
+    common.say(ctx, "cli.db_removed" if remove else "cli.db_stopped", dir=where)

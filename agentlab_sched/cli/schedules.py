@@ -1,0 +1,507 @@
+"""`agentlab-sched schedules ...`: list, show, add, edit, rm, pause, resume, next."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import psycopg
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from .. import admin, messages
+from ..errors import Conflict, SchedError
+from . import common
+
+schedules_app = typer.Typer(
+    name="schedules",
+    help="Create, change and inspect schedules.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (for scripts) instead of a table.")]
+Name = Annotated[str, typer.Argument(help="The schedule's name.", show_default=False)]
+
+
+def _when(value: datetime | None, tz: str) -> str:
+    """A time in the schedule's zone, ``YYYY-MM-DD HH:MM``."""
+    return messages.local_time(value, tz) if value is not None else ""
+
+
+def _next_text(s: admin.Schedule | admin.ScheduleStatus, locale: str) -> str:
+    """The next fire, said for a person: its local time, or why there is none."""
+    if not s.enabled:
+        return common.text("cli.paused_note", locale)
+    if s.next_run_at is not None:
+        return f"{_when(s.next_run_at, s.timezone)} ({s.timezone})"
+    if s.replan is not None:
+        return common.text("cli.not_planned", locale)
+    return common.text("cli.no_next", locale)
+
+
+def _clock(value: datetime) -> str:
+    """``YYYY-MM-DD HH:MM`` (seconds shown only when not zero), in the value's own zone."""
+    return value.strftime("%Y-%m-%d %H:%M:%S" if value.second else "%Y-%m-%d %H:%M")
+
+
+def _cell(value: object) -> Text:
+    """User data as a table cell: never read as rich markup."""
+    return Text("" if value is None else str(value))
+
+
+# ---------------------------------------------------------------------------------------------- list
+
+
+@schedules_app.command("list")
+def list_cmd(ctx: typer.Context, as_json: JsonOption = False) -> None:
+    """Every schedule: its cron, next fire, last fire and run."""
+    rows = common.run(ctx, admin.list_schedules)
+    locale = common.state(ctx).locale
+    if as_json:
+        common.print_json([r.as_dict() for r in rows])
+        return
+    if not rows:
+        common.say(ctx, "cli.no_schedules")
+        return
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for title in ("name", "cron", "timezone", "task", "next run", "last fire", "last run", "failures"):
+        table.add_column(title, overflow="fold")
+    for r in rows:
+        last_fire = f"{_when(r.last_fire_at, r.timezone)} {r.last_fire_status}" if r.last_fire_at else ""
+        table.add_row(
+            _cell(r.name),
+            _cell(r.cron),
+            _cell(r.timezone),
+            _cell(r.task),
+            Text(_next_text(r, locale), style="" if r.enabled else "yellow"),
+            _cell(last_fire),
+            _cell(r.last_run_status),
+            _cell(r.consecutive_failures or ""),
+        )
+    common.out().print(table)
+
+
+# ---------------------------------------------------------------------------------------------- show
+
+
+@schedules_app.command("show")
+def show_cmd(ctx: typer.Context, name: Name, as_json: JsonOption = False) -> None:
+    """One schedule in full: its definition, its next fire, its last fire and run."""
+
+    async def fetch(conn: psycopg.AsyncConnection[Any]) -> tuple[admin.Schedule, admin.ScheduleStatus]:
+        return await admin.get(conn, name), await admin.status(conn, name)
+
+    s, st = common.run(ctx, fetch)
+    locale = common.state(ctx).locale
+    if as_json:
+        data = s.as_dict()
+        data.update({k: v for k, v in st.as_dict().items() if k.startswith("last_") or k == "webhook"})
+        common.print_json(data)
+        return
+    tz = s.timezone
+    rows: list[tuple[str, object]] = [
+        ("name", s.name),
+        ("id", s.id),
+        ("cron", s.cron),
+        ("timezone", tz),
+        ("task", s.task),
+        ("inputs", messages_json(s.inputs)),
+        ("enabled", "yes" if s.enabled else "no"),
+        ("next run", _next_text(s, locale)),
+        ("paused", f"{_when(s.paused_at, tz)} {s.paused_reason or ''}".strip() if not s.enabled else ""),
+        ("queue", s.queue),
+        ("priority", s.priority),
+        ("overlap", s.overlap),
+        ("misfire_grace", messages.duration(s.misfire_grace, locale)),
+        ("timeout", messages.duration(s.timeout, locale) if s.timeout else ""),
+        ("catchup", f"{s.catchup} (max {s.max_catchup})"),
+        ("starts_at", _when(s.starts_at, tz)),
+        ("ends_at", _when(s.ends_at, tz)),
+        ("remaining_runs", s.remaining_runs),
+        ("pause_after_failures", s.pause_after_failures),
+        ("consecutive_failures", s.consecutive_failures),
+        ("context", s.context),
+        ("webhook", _webhook_text(s)),
+        ("last fire", _last_fire_text(st)),
+        ("last run", f"{st.last_run_status} (#{str(st.last_run_id)[:6]})" if st.last_run_id else ""),
+        ("version", s.version),
+        ("updated", f"{_when(s.updated_at, tz)}"),
+    ]
+    table = Table(box=None, show_header=False, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for key, value in rows:
+        if value not in (None, ""):
+            table.add_row(key, _cell(value))
+    common.out().print(table)
+
+
+def messages_json(value: object) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _webhook_text(s: admin.Schedule) -> str:
+    if not s.webhook_configured:
+        return ""
+    parts = [
+        s.webhook_format or "generic",
+        s.webhook_url_hint or "***",
+        "events: " + ",".join(s.webhook_events),
+    ]
+    if s.webhook_has_secret:
+        parts.append("secret set")
+    return " ".join(parts)
+
+
+def _last_fire_text(st: admin.ScheduleStatus) -> str:
+    if st.last_fire_at is None:
+        return ""
+    text = f"{_when(st.last_fire_at, st.timezone)} {st.last_fire_kind} {st.last_fire_status}"
+    return f"{text}: {st.last_fire_reason}" if st.last_fire_reason else text
+
+
+# ----------------------------------------------------------------------------------------- add, edit
+
+Cron = Annotated[str | None, typer.Option("--cron", help='Cron expression, e.g. "0 9 * * 1-5" or @daily.')]
+Task = Annotated[str | None, typer.Option("--task", help="Procrastinate task name, e.g. demo.echo.")]
+Inputs = Annotated[
+    str | None,
+    typer.Option(
+        "--inputs",
+        help='Input template as a JSON object (or @file.json), e.g. \'{"day": "{{ schedule.date }}"}\'.',
+    ),
+]
+Timezone = Annotated[
+    str | None, typer.Option("--timezone", "--tz", help="IANA time zone, e.g. Asia/Shanghai.")
+]
+Queue = Annotated[str | None, typer.Option("--queue", help="Procrastinate queue for the runs.")]
+Priority = Annotated[int | None, typer.Option("--priority", help="Procrastinate job priority.")]
+Overlap = Annotated[
+    str | None, typer.Option("--overlap", help="skip, buffer_one, buffer_all, allow_all or cancel_other.")
+]
+Grace = Annotated[
+    str | None, typer.Option("--misfire-grace", help="How late a missed fire may still run: 90s, 10m, 1h.")
+]
+Timeout = Annotated[
+    str | None, typer.Option("--timeout", help="Abort a run still going after this long: 30m, 2h.")
+]
+Catchup = Annotated[str | None, typer.Option("--catchup", help="latest, none or all.")]
+MaxCatchup = Annotated[
+    int | None, typer.Option("--max-catchup", help="With --catchup all: at most this many.")
+]
+StartsAt = Annotated[str | None, typer.Option("--starts-at", help="Nothing fires before: 2026-03-01 09:00.")]
+EndsAt = Annotated[str | None, typer.Option("--ends-at", help="Nothing fires after: 2026-12-31 18:00.")]
+Remaining = Annotated[int | None, typer.Option("--remaining-runs", help="Stop after this many runs.")]
+PauseAfter = Annotated[
+    int | None, typer.Option("--pause-after-failures", help="Pause after this many failures in a row.")
+]
+Context = Annotated[str | None, typer.Option("--context", help="isolated (default) or persistent.")]
+
+
+def _options(
+    *,
+    timezone: str,
+    overlap: str | None,
+    misfire_grace: str | None,
+    timeout: str | None,
+    queue: str | None,
+    priority: int | None,
+    catchup: str | None,
+    max_catchup: int | None,
+    starts_at: str | None,
+    ends_at: str | None,
+    remaining_runs: int | None,
+    pause_after_failures: int | None,
+    context: str | None,
+) -> dict[str, Any]:
+    """Option values as admin arguments (durations and times parsed; times read in ``timezone``)."""
+    if starts_at is not None or ends_at is not None:
+        from .. import cron as cronlib
+
+        cronlib.check_timezone(timezone)
+    return {
+        "overlap": overlap,
+        "misfire_grace": common.parse_duration(misfire_grace, "misfire_grace")
+        if misfire_grace is not None
+        else None,
+        "timeout": common.parse_duration(timeout, "timeout") if timeout is not None else None,
+        "queue": queue,
+        "priority": priority,
+        "catchup": catchup,
+        "max_catchup": max_catchup,
+        "starts_at": common.parse_time(starts_at, "starts_at", timezone) if starts_at is not None else None,
+        "ends_at": common.parse_time(ends_at, "ends_at", timezone) if ends_at is not None else None,
+        "remaining_runs": remaining_runs,
+        "pause_after_failures": pause_after_failures,
+        "context": context,
+    }
+
+
+@schedules_app.command("add")
+def add_cmd(
+    ctx: typer.Context,
+    name: Name,
+    cron: Annotated[str, typer.Option("--cron", help='Cron expression, e.g. "0 9 * * 1-5" or @daily.')],
+    task: Annotated[str, typer.Option("--task", help="Procrastinate task name, e.g. demo.echo.")],
+    inputs: Inputs = None,
+    timezone: Annotated[
+        str, typer.Option("--timezone", "--tz", help="IANA time zone, e.g. Asia/Shanghai.")
+    ] = "UTC",
+    queue: Queue = None,
+    priority: Priority = None,
+    overlap: Overlap = None,
+    misfire_grace: Grace = None,
+    timeout: Timeout = None,
+    disabled: Annotated[bool, typer.Option("--disabled", help="Create it paused.")] = False,
+    catchup: Catchup = None,
+    max_catchup: MaxCatchup = None,
+    starts_at: StartsAt = None,
+    ends_at: EndsAt = None,
+    remaining_runs: Remaining = None,
+    pause_after_failures: PauseAfter = None,
+    context: Context = None,
+    update: Annotated[bool, typer.Option("--update", help="Update the schedule if the name exists.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Add a schedule (refused if the name exists, unless --update)."""
+    options = _options(
+        timezone=timezone, overlap=overlap, misfire_grace=misfire_grace, timeout=timeout, queue=queue,
+        priority=priority, catchup=catchup, max_catchup=max_catchup, starts_at=starts_at, ends_at=ends_at,
+        remaining_runs=remaining_runs, pause_after_failures=pause_after_failures, context=context,
+    )  # fmt: skip
+    if disabled:
+        options["enabled"] = False
+    data = common.parse_json_object(inputs) if inputs is not None else {}
+
+    async def add(conn: psycopg.AsyncConnection[Any]) -> tuple[admin.Schedule, bool]:
+        if update:
+            try:
+                await admin.get(conn, name)
+                existed = True
+            except SchedError:
+                existed = False
+            return await admin.schedule(conn, name, cron, task, data, timezone=timezone, **options), existed
+        try:
+            return await admin.create(conn, name, cron, task, data, timezone=timezone, **options), False
+        except Conflict as exc:
+            if exc.code == "schedule.name_taken":
+                raise Conflict("cli.exists", "name", name=name) from None
+            raise
+
+    s, existed = common.run(ctx, add)
+    if as_json:
+        common.print_json(s.as_dict())
+        return
+    locale = common.state(ctx).locale
+    if existed:
+        common.say(ctx, "cli.updated", name=s.name, version=s.version, next=_next_text(s, locale))
+    else:
+        common.say(ctx, "cli.added", name=s.name, id=s.id, next=_next_text(s, locale))
+
+
+@schedules_app.command("edit")
+def edit_cmd(
+    ctx: typer.Context,
+    name: Name,
+    cron: Cron = None,
+    timezone: Timezone = None,
+    task: Task = None,
+    inputs: Inputs = None,
+    enabled: Annotated[bool | None, typer.Option("--enabled/--disabled", help="Resume or pause it.")] = None,
+    overlap: Overlap = None,
+    misfire_grace: Grace = None,
+    timeout: Timeout = None,
+    queue: Queue = None,
+    priority: Priority = None,
+    catchup: Catchup = None,
+    max_catchup: MaxCatchup = None,
+    starts_at: StartsAt = None,
+    ends_at: EndsAt = None,
+    remaining_runs: Remaining = None,
+    pause_after_failures: PauseAfter = None,
+    context: Context = None,
+    rename: Annotated[str | None, typer.Option("--rename", help="A new name.")] = None,
+    clear: Annotated[
+        list[str] | None,
+        typer.Option("--clear", help=f"Unset an optional field ({', '.join(admin.CLEARABLE)}); repeatable."),
+    ] = None,
+    expected_version: Annotated[
+        int | None,
+        typer.Option("--expected-version", help="Refuse if someone changed it since this version."),
+    ] = None,
+    webhook_url: Annotated[
+        str | None, typer.Option("--webhook-url", help="Notification webhook URL.")
+    ] = None,
+    webhook_format: Annotated[
+        str | None, typer.Option("--webhook-format", help="generic, feishu, wecom or dingtalk.")
+    ] = None,
+    webhook_secret: Annotated[
+        str | None, typer.Option("--webhook-secret", help="Signing secret of the bot.")
+    ] = None,
+    webhook_events: Annotated[
+        str | None,
+        typer.Option("--webhook-events", help="Comma-separated: finished,failed,awaiting_approval."),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Change some fields of a schedule; what is not given stays as it is."""
+    given = (cron, timezone, task, inputs, enabled, overlap, misfire_grace, timeout, queue, priority,
+             catchup, max_catchup, starts_at, ends_at, remaining_runs, pause_after_failures, context,
+             rename)  # fmt: skip
+    changes_given = any(v is not None for v in given) or bool(clear)
+    webhook_given = any(v is not None for v in (webhook_url, webhook_format, webhook_secret, webhook_events))
+    if not changes_given and not webhook_given:
+        raise SchedError("cli.nothing_to_change")
+    data = common.parse_json_object(inputs) if inputs is not None else None
+    settings = common.state(ctx).settings() if webhook_given else None
+
+    async def edit(conn: psycopg.AsyncConnection[Any]) -> tuple[admin.Schedule, int]:
+        before = await admin.get(conn, name)
+        zone = timezone or before.timezone
+        options = _options(
+            timezone=zone, overlap=overlap, misfire_grace=misfire_grace, timeout=timeout, queue=queue,
+            priority=priority, catchup=catchup, max_catchup=max_catchup, starts_at=starts_at, ends_at=ends_at,
+            remaining_runs=remaining_runs, pause_after_failures=pause_after_failures, context=context,
+        )  # fmt: skip
+        async with conn.transaction():
+            s = before
+            if changes_given:
+                s = await admin.alter(
+                    conn, name, cron=cron, timezone=timezone, task=task, inputs=data, enabled=enabled,
+                    new_name=rename, expected_version=expected_version, clear=clear or (), **options,
+                )  # fmt: skip
+            elif expected_version is not None and expected_version != before.version:
+                raise Conflict(
+                    "schedule.stale_version", "expected_version",
+                    name=name, expected=expected_version, actual=before.version,
+                )  # fmt: skip
+            if webhook_given:
+                from .. import notify
+
+                events = (
+                    [e.strip() for e in webhook_events.split(",") if e.strip()] if webhook_events else None
+                )
+                await notify.set_webhook(
+                    conn, s.name, url=webhook_url, format=webhook_format, secret=webhook_secret,
+                    events=events, settings=settings,
+                )  # fmt: skip
+                s = await admin.get(conn, s.name)
+        return s, before.version
+
+    s, version_before = common.run(ctx, edit)
+    if as_json:
+        common.print_json(s.as_dict())
+        return
+    locale = common.state(ctx).locale
+    if s.version == version_before:
+        common.say(ctx, "cli.unchanged", name=s.name, version=s.version)
+    else:
+        common.say(ctx, "cli.updated", name=s.name, version=s.version, next=_next_text(s, locale))
+
+
+# ------------------------------------------------------------------------------- rm, pause, resume
+
+
+@schedules_app.command("rm")
+def rm_cmd(
+    ctx: typer.Context,
+    name: Name,
+    missing_ok: Annotated[
+        bool, typer.Option("--missing-ok", help="Succeed when there is no such schedule.")
+    ] = False,
+) -> None:
+    """Delete a schedule and its fire history (its runs stay)."""
+
+    async def rm(conn: psycopg.AsyncConnection[Any]) -> bool:
+        return await admin.unschedule(conn, name)
+
+    if common.run(ctx, rm):
+        common.say(ctx, "cli.removed", name=name)
+    elif not missing_ok:
+        raise SchedError("schedule.not_found", "name", name=name)
+
+
+@schedules_app.command("pause")
+def pause_cmd(
+    ctx: typer.Context,
+    name: Name,
+    reason: Annotated[str | None, typer.Option("--reason", help="Why, shown in schedules list/show.")] = None,
+) -> None:
+    """Stop firing a schedule until it is resumed."""
+
+    async def pause(conn: psycopg.AsyncConnection[Any]) -> tuple[bool, admin.Schedule]:
+        was_enabled = (await admin.get(conn, name)).enabled
+        return was_enabled, await admin.pause(conn, name, reason)
+
+    was_enabled, s = common.run(ctx, pause)
+    common.say(ctx, "cli.paused" if was_enabled else "cli.already_paused", name=s.name)
+
+
+@schedules_app.command("resume")
+def resume_cmd(ctx: typer.Context, name: Name) -> None:
+    """Fire a paused schedule again, from the next due time after now (missed times are not replayed)."""
+
+    async def resume(conn: psycopg.AsyncConnection[Any]) -> tuple[bool, admin.Schedule]:
+        was_enabled = (await admin.get(conn, name)).enabled
+        return was_enabled, await admin.resume(conn, name)
+
+    was_enabled, s = common.run(ctx, resume)
+    locale = common.state(ctx).locale
+    common.say(
+        ctx, "cli.already_running" if was_enabled else "cli.resumed", name=s.name, next=_next_text(s, locale)
+    )
+
+
+# ---------------------------------------------------------------------------------------------- next
+
+
+@schedules_app.command("next")
+def next_cmd(
+    ctx: typer.Context,
+    name: Name,
+    count: Annotated[int, typer.Option("-n", "--count", help="How many fire times.")] = 5,
+    as_json: JsonOption = False,
+) -> None:
+    """The coming fire times in UTC and local time, marking DST-moved and repeated-hour fires."""
+
+    async def fetch(conn: psycopg.AsyncConnection[Any]) -> tuple[admin.Schedule, list[Any]]:
+        return await admin.get(conn, name), await admin.upcoming(conn, name, count)
+
+    s, times = common.run(ctx, fetch)
+    locale = common.state(ctx).locale
+    notes = {
+        "dst_gap": common.text("cli.note_dst_gap", locale),
+        "dst_repeat": common.text("cli.note_dst_repeat", locale),
+    }
+    if as_json:
+        common.print_json(
+            [
+                {
+                    "at": t.at.isoformat(),
+                    "local": t.local.isoformat(),
+                    "timezone": s.timezone,
+                    "note": t.note,
+                }
+                for t in times
+            ]
+        )
+        return
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("#", justify="right")
+    table.add_column("UTC")
+    table.add_column(f"local ({s.timezone})")
+    table.add_column("note", overflow="fold")
+    for i, t in enumerate(times, 1):
+        table.add_row(
+            str(i),
+            _clock(t.at.astimezone(UTC)),
+            _cell(f"{_clock(t.local)} {t.local.strftime('%Z %z')}"),
+            Text(notes.get(t.note or "", ""), style="yellow"),
+        )
+    if not s.enabled:
+        common.err().print(Text(common.text("cli.paused_note", locale), style="yellow"))
+    common.out().print(table)
