@@ -31,7 +31,9 @@ _registered_at: dict[int, float] = {}
 
 
 @asynccontextmanager
-async def scheduler_connection(app: procrastinate.App, settings: Settings) -> AsyncIterator[psycopg.AsyncConnection]:
+async def scheduler_connection(
+    app: procrastinate.App, settings: Settings
+) -> AsyncIterator[psycopg.AsyncConnection]:
     """A connection from the app's pool, with dict rows and the deployment's locale for SQL messages."""
     pool = app.connector.pool  # type: ignore[attr-defined]
     async with pool.connection() as conn:
@@ -44,7 +46,9 @@ async def scheduler_connection(app: procrastinate.App, settings: Settings) -> As
             conn.row_factory = previous
 
 
-async def register_app_tasks(app: procrastinate.App, conn: psycopg.AsyncConnection, *, force: bool = False) -> None:
+async def register_app_tasks(
+    app: procrastinate.App, conn: psycopg.AsyncConnection, *, force: bool = False
+) -> None:
     """Record the app's task names as runnable by a live worker (throttled to once a minute)."""
     now = time.monotonic()
     if not force and now - _registered_at.get(id(app), -REGISTER_EVERY) < REGISTER_EVERY:

@@ -47,4 +47,6 @@ async def connect(url: str, *, locale: str | None = None, autocommit: bool = Tru
 
 def connect_sync(url: str, *, locale: str | None = None, autocommit: bool = True) -> psycopg.Connection:
     """A sync connection with dict rows and our session settings."""
-    return psycopg.Connection.connect(url, autocommit=autocommit, row_factory=dict_row, **connect_kwargs(locale))
+    return psycopg.Connection.connect(
+        url, autocommit=autocommit, row_factory=dict_row, **connect_kwargs(locale)
+    )

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 
-class LaunchRefused(Exception):  # noqa: N818 - the name says what it means to the host app
+class LaunchRefused(Exception):
     """Raised by a resolver to refuse a fire; its words are recorded verbatim as the fire's reason."""
 
     def __init__(self, reason: str) -> None:
@@ -29,7 +29,7 @@ class LaunchRequest:
     inputs: dict[str, Any]
 
 
-Resolver = Callable[[LaunchRequest], None | Awaitable[None]]
+Resolver = Callable[[LaunchRequest], Awaitable[None] | None]
 _resolvers: dict[str, Resolver] = {}
 
 

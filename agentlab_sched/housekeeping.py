@@ -28,5 +28,7 @@ async def housekeeping(context: procrastinate.JobContext, timestamp: int) -> dic
 
 
 def register(bp: procrastinate.Blueprint) -> None:
-    task = bp.task(name="housekeeping", queueing_lock="agentlab_sched:housekeeping", pass_context=True)(housekeeping)
+    task = bp.task(name="housekeeping", queueing_lock="agentlab_sched:housekeeping", pass_context=True)(
+        housekeeping
+    )
     bp.periodic(cron=CRON, periodic_id="housekeeping")(task)

@@ -67,7 +67,9 @@ def migrate(url: str, *, locale: str | None = None) -> MigrateReport:
                        checksum text NOT NULL,
                        applied_at timestamptz NOT NULL DEFAULT now())"""
             )
-            applied = dict(conn.execute("SELECT name, checksum FROM agentlab_sched.schema_migrations").fetchall())
+            applied = dict(
+                conn.execute("SELECT name, checksum FROM agentlab_sched.schema_migrations").fetchall()
+            )
             _procrastinate(conn, applied, report)
             _ours(conn, applied, report)
             for path in sorted(SQL_DIR.glob("*.sql")):
@@ -112,7 +114,9 @@ def _ours(conn: psycopg.Connection, applied: dict[str, str], report: MigrateRepo
                 raise SchedError("migrate.changed", "migrations", file=name)
             continue
         conn.execute(text)
-        conn.execute("INSERT INTO agentlab_sched.schema_migrations (name, checksum) VALUES (%s, %s)", (name, digest))
+        conn.execute(
+            "INSERT INTO agentlab_sched.schema_migrations (name, checksum) VALUES (%s, %s)", (name, digest)
+        )
         report.applied.append(name)
 
 

@@ -87,7 +87,9 @@ class Plan:
         }
 
 
-def first_due(cron: cronlib.Cron, state: ScheduleState, after: datetime, *, inclusive: bool) -> datetime | None:
+def first_due(
+    cron: cronlib.Cron, state: ScheduleState, after: datetime, *, inclusive: bool
+) -> datetime | None:
     """The first due time after ``after`` (or at it), inside the validity window, or None."""
     start = after
     incl = inclusive
@@ -124,7 +126,9 @@ def plan(state: ScheduleState, now: datetime, on_time_window: timedelta) -> Plan
         pending = next_after_change(state, now) if state.replan else claimed
     except SchedError as err:
         at = claimed or now.replace(microsecond=0)
-        refusal = PlannedFire(at, "scheduled", "fail", "fire.cron_invalid", {"problem": term(err.code, **err.params)})
+        refusal = PlannedFire(
+            at, "scheduled", "fail", "fire.cron_invalid", {"problem": term(err.code, **err.params)}
+        )
         return Plan(state.id, claimed, (refusal,), None)
     if pending is None or pending > now:  # nothing due: a replan, or a stale claim
         return Plan(state.id, claimed, (), pending)
@@ -176,7 +180,9 @@ def _due_fires(
     late = now - latest
     launchable = late <= on_time if state.catchup == "none" else late <= grace
     if not launchable:
-        return [skip(t0, latest, "misfire.beyond_grace" if state.catchup == "latest" else "misfire.no_catchup")]
+        return [
+            skip(t0, latest, "misfire.beyond_grace" if state.catchup == "latest" else "misfire.no_catchup")
+        ]
     fires = []
     if latest > t0:
         before = cron.previous_before(latest, tz) or t0

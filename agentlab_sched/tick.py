@@ -99,7 +99,9 @@ async def fire_due(
         except psycopg.Error:
             if isolate:
                 raise
-            logger.warning("applying a tick batch failed; retrying it with each schedule isolated", exc_info=True)
+            logger.warning(
+                "applying a tick batch failed; retrying it with each schedule isolated", exc_info=True
+            )
             isolate = True
             continue
         isolate = False
@@ -118,9 +120,7 @@ async def _one_batch(
     isolate: bool,
 ) -> int:
     async with conn.transaction():
-        cur = await conn.execute(
-            "SELECT * FROM agentlab_sched.claim_due(%s, %s)", (now, settings.batch_size)
-        )
+        cur = await conn.execute("SELECT * FROM agentlab_sched.claim_due(%s, %s)", (now, settings.batch_size))
         rows = await cur.fetchall()
         report.round_trips += 3  # claim, apply, commit (BEGIN rides with the claim)
         if not rows:
@@ -175,9 +175,16 @@ async def _plan_one(row: dict[str, Any], now: datetime, window: timedelta, local
             "schedule_id": row["id"],
             "claimed_next_run_at": row["next_run_at"].isoformat() if row["next_run_at"] else None,
             "next_run_at": _safe_next(row, now),
-            "fires": [{"fire_at": at.isoformat(), "kind": "scheduled", "action": "fail",
-                       "reason_code": "launch.error", "reason_params": {},
-                       "reason": messages.render("launch.error", locale)}],
+            "fires": [
+                {
+                    "fire_at": at.isoformat(),
+                    "kind": "scheduled",
+                    "action": "fail",
+                    "reason_code": "launch.error",
+                    "reason_params": {},
+                    "reason": messages.render("launch.error", locale),
+                }
+            ],
         }
 
 
@@ -189,8 +196,9 @@ def _safe_next(row: dict[str, Any], now: datetime) -> str | None:
         return None
 
 
-async def _resolve(row: dict[str, Any], at: datetime, kind: str, locale: str,
-                   inputs: dict[str, Any] | None = None) -> dict[str, Any] | None:
+async def _resolve(
+    row: dict[str, Any], at: datetime, kind: str, locale: str, inputs: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
     """Run the task's resolver: None to launch, else the refusal to record."""
     if not hooks.has_resolver(row["task"]):
         return None
@@ -201,7 +209,11 @@ async def _resolve(row: dict[str, Any], at: datetime, kind: str, locale: str,
         return {"reason_code": "launch.refused", "reason_params": {}, "reason": refused.reason}
     except Exception:
         logger.exception("the resolver of task %s failed for schedule %s", row["task"], row["name"])
-        return {"reason_code": "launch.error", "reason_params": {}, "reason": messages.render("launch.error", locale)}
+        return {
+            "reason_code": "launch.error",
+            "reason_params": {},
+            "reason": messages.render("launch.error", locale),
+        }
     return None
 
 
@@ -272,7 +284,9 @@ async def run_requests(
     return results
 
 
-async def _carry_out(conn: psycopg.AsyncConnection[Any], req: dict[str, Any], settings: Settings) -> dict[str, Any]:
+async def _carry_out(
+    conn: psycopg.AsyncConnection[Any], req: dict[str, Any], settings: Settings
+) -> dict[str, Any]:
     schedule = req["schedule"]
     refusal: str | None = None
     times: list[datetime] = []
@@ -294,11 +308,17 @@ async def _carry_out(conn: psycopg.AsyncConnection[Any], req: dict[str, Any], se
     return row["result"] if row and row["result"] else {"request_id": req["id"], "fires": [], "error": None}
 
 
-def backfill_times(expr: str, tz: str, start: datetime, end: datetime, limit: int = BACKFILL_LIMIT) -> list[datetime]:
+def backfill_times(
+    expr: str, tz: str, start: datetime, end: datetime, limit: int = BACKFILL_LIMIT
+) -> list[datetime]:
     """The due times of ``expr`` in [start, end]; more than ``limit`` is refused with the count."""
     if start >= end:
-        raise ValidationError("backfill.bad_range", "from", start=messages.local_time(start, tz),
-                              end=messages.local_time(end, tz))
+        raise ValidationError(
+            "backfill.bad_range",
+            "from",
+            start=messages.local_time(start, tz),
+            end=messages.local_time(end, tz),
+        )
     cron = cronlib.parse(expr)
     times: list[datetime] = []
     for at in cron.iter_from(start, tz, inclusive=True):
@@ -307,8 +327,14 @@ def backfill_times(expr: str, tz: str, start: datetime, end: datetime, limit: in
         times.append(at)
         if len(times) > limit:
             count = len(times) + sum(1 for _ in _until(cron.iter_from(at, tz), end))
-            raise ValidationError("backfill.too_many", "to", start=messages.local_time(start, tz),
-                                  end=messages.local_time(end, tz), count=count, limit=limit)
+            raise ValidationError(
+                "backfill.too_many",
+                "to",
+                start=messages.local_time(start, tz),
+                end=messages.local_time(end, tz),
+                count=count,
+                limit=limit,
+            )
     return times
 
 
@@ -345,11 +371,15 @@ async def trigger(
     """Fire schedule ``name`` now (``kind = manual``) through the same rules as every fire; return the outcome."""
     settings = settings or Settings.from_env()
     async with conn.transaction():
-        rid = await _request(conn, "SELECT agentlab_sched.trigger(%s, %s::jsonb)",
-                             (name, json.dumps(inputs) if inputs is not None else None))
+        rid = await _request(
+            conn,
+            "SELECT agentlab_sched.trigger(%s, %s::jsonb)",
+            (name, json.dumps(inputs) if inputs is not None else None),
+        )
         if requested_by:
-            await conn.execute("UPDATE agentlab_sched.fire_requests SET requested_by = %s WHERE id = %s",
-                               (requested_by, rid))
+            await conn.execute(
+                "UPDATE agentlab_sched.fire_requests SET requested_by = %s WHERE id = %s", (requested_by, rid)
+            )
         [result] = await run_requests(conn, datetime.min, settings=settings, request_id=rid)
     return (await _outcomes(conn, result))[0]
 
@@ -373,8 +403,9 @@ async def backfill(
     async with conn.transaction():
         rid = await _request(conn, "SELECT agentlab_sched.backfill(%s, %s, %s)", (name, start, end))
         if requested_by:
-            await conn.execute("UPDATE agentlab_sched.fire_requests SET requested_by = %s WHERE id = %s",
-                               (requested_by, rid))
+            await conn.execute(
+                "UPDATE agentlab_sched.fire_requests SET requested_by = %s WHERE id = %s", (requested_by, rid)
+            )
         [result] = await run_requests(conn, datetime.min, settings=settings, request_id=rid)
     return await _outcomes(conn, result)
 
@@ -386,4 +417,7 @@ async def _outcomes(conn: psycopg.AsyncConnection[Any], result: dict[str, Any]) 
         "ORDER BY fire_at, id",
         (ids,),
     )
-    return [FireOutcome(r["id"], r["status"], r["run_id"], r["fire_at"], r["reason"]) for r in await cur.fetchall()]
+    return [
+        FireOutcome(r["id"], r["status"], r["run_id"], r["fire_at"], r["reason"])
+        for r in await cur.fetchall()
+    ]

@@ -45,7 +45,9 @@ async def make_schedule(
     }
     cols = ", ".join(values)
     marks = ", ".join(f"%({k})s" for k in values)
-    cur = await conn.execute(f"INSERT INTO agentlab_sched.schedules ({cols}) VALUES ({marks}) RETURNING id", values)
+    cur = await conn.execute(
+        f"INSERT INTO agentlab_sched.schedules ({cols}) VALUES ({marks}) RETURNING id", values
+    )
     row = await cur.fetchone()
     assert row is not None
     return row["id"]

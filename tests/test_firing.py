@@ -25,13 +25,27 @@ async def test_due_schedule_launches_once_and_moves_on(conn: psycopg.AsyncConnec
     sid = await make_schedule(conn)
     report = await fire_due(conn, NINE + timedelta(seconds=10), settings=EN)
     [fire] = await fires(conn, sid)
-    assert (fire["kind"], fire["status"], fire["fire_at"], fire["reason"]) == ("scheduled", "started", NINE, None)
+    assert (fire["kind"], fire["status"], fire["fire_at"], fire["reason"]) == (
+        "scheduled",
+        "started",
+        NINE,
+        None,
+    )
     assert fire["inputs"] == {"stat_date": "2026-10-04"}
     [run] = await runs_of(conn, sid)
-    assert (run["id"], run["fire_id"], run["status"], run["task"]) == (fire["run_id"], fire["id"], "queued", "demo.echo")
+    assert (run["id"], run["fire_id"], run["status"], run["task"]) == (
+        fire["run_id"],
+        fire["id"],
+        "queued",
+        "demo.echo",
+    )
     assert run["started_by"] == "schedule:store-report" and run["inputs"] == {"stat_date": "2026-10-04"}
     queued = await job(conn, run["job_id"])
-    assert (queued["task_name"], queued["status"], queued["args"]) == ("demo.echo", "todo", {"stat_date": "2026-10-04"})
+    assert (queued["task_name"], queued["status"], queued["args"]) == (
+        "demo.echo",
+        "todo",
+        {"stat_date": "2026-10-04"},
+    )
     assert (queued["lock"], queued["queueing_lock"]) == (None, None)
     assert await next_of(conn, sid) == NINE + timedelta(days=1)
     assert report.fires == {"started": 1} and report.claimed == 1
@@ -78,7 +92,9 @@ async def test_concurrent_ticks_with_clocks_two_minutes_apart_fire_once(
 
 async def test_a_fire_already_in_the_ledger_is_not_launched_again(conn: psycopg.AsyncConnection[Any]) -> None:
     sid = await make_schedule(conn)
-    launch = "SELECT agentlab_sched.launch(s, %s, 'scheduled') AS r FROM agentlab_sched.schedules s WHERE id = %s"
+    launch = (
+        "SELECT agentlab_sched.launch(s, %s, 'scheduled') AS r FROM agentlab_sched.schedules s WHERE id = %s"
+    )
     first = await (await conn.execute(launch, (NINE, sid))).fetchone()
     second = await (await conn.execute(launch, (NINE, sid))).fetchone()
     assert first["r"]["status"] == "started" and second["r"] == {"status": "duplicate"}
@@ -108,20 +124,29 @@ async def test_missed_within_grace_is_caught_up_once_with_inputs_of_its_own_day(
     assert await next_of(conn, sid) == NINE + timedelta(days=1)
 
 
-async def test_backlog_is_one_skip_row_and_only_the_latest_is_caught_up(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_backlog_is_one_skip_row_and_only_the_latest_is_caught_up(
+    conn: psycopg.AsyncConnection[Any],
+) -> None:
     """Hourly, down 3h20m, grace 1h: 09:00-11:00 are one skip row, 12:00 is caught up."""
     sid = await make_schedule(conn, cron="0 * * * *", grace=timedelta(hours=1))
     await fire_due(conn, NINE + timedelta(hours=3, minutes=20), settings=EN)
     skipped, caught_up = await fires(conn, sid)
     assert (skipped["kind"], skipped["status"], skipped["fire_at"], skipped["run_id"]) == (
-        "misfire", "skipped_misfire", NINE, None)
+        "misfire",
+        "skipped_misfire",
+        NINE,
+        None,
+    )
     assert skipped["reason_code"] == "misfire.backlog"
     assert skipped["reason"] == (
         "missed 2026-10-05 09:00 to 2026-10-05 11:00 (Asia/Shanghai) while no worker was firing; "
         "only the latest due time is caught up"
     )
     assert (caught_up["kind"], caught_up["status"], caught_up["fire_at"]) == (
-        "misfire", "started", NINE + timedelta(hours=3))
+        "misfire",
+        "started",
+        NINE + timedelta(hours=3),
+    )
     assert len(await runs_of(conn, sid)) == 1
     assert await next_of(conn, sid) == NINE + timedelta(hours=4)
 
@@ -130,7 +155,12 @@ async def test_missed_beyond_grace_is_skipped_without_launching(conn: psycopg.As
     sid = await make_schedule(conn, grace=timedelta(minutes=10))
     await fire_due(conn, NINE + timedelta(hours=2), settings=ZH)
     [fire] = await fires(conn, sid)
-    assert (fire["kind"], fire["status"], fire["fire_at"], fire["run_id"]) == ("misfire", "skipped_misfire", NINE, None)
+    assert (fire["kind"], fire["status"], fire["fire_at"], fire["run_id"]) == (
+        "misfire",
+        "skipped_misfire",
+        NINE,
+        None,
+    )
     assert fire["reason_code"] == "misfire.beyond_grace_one"
     assert fire["reason"] == "错过了 2026-10-05 09:00(Asia/Shanghai)的触发,已超过补发宽限 10 分钟,不再补发"
     assert await runs_of(conn, sid) == []
@@ -151,12 +181,17 @@ async def test_days_of_downtime_leave_one_skip_row(conn: psycopg.AsyncConnection
     await fire_due(conn, NINE + timedelta(hours=2), settings=EN)
     [fire] = await fires(conn, sid)
     assert (fire["status"], fire["fire_at"], fire["reason_code"]) == (
-        "skipped_misfire", NINE - timedelta(days=4), "misfire.beyond_grace")
+        "skipped_misfire",
+        NINE - timedelta(days=4),
+        "misfire.beyond_grace",
+    )
     assert "2026-10-01 09:00" in fire["reason"] and "2026-10-05 09:00" in fire["reason"]
     assert await runs_of(conn, sid) == [] and await next_of(conn, sid) == NINE + timedelta(days=1)
 
 
-async def test_grace_zero_and_a_14_second_late_tick_is_still_on_time(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_grace_zero_and_a_14_second_late_tick_is_still_on_time(
+    conn: psycopg.AsyncConnection[Any],
+) -> None:
     sid = await make_schedule(conn, grace=timedelta(0))
     await fire_due(conn, NINE + timedelta(seconds=14), settings=EN)
     [fire] = await fires(conn, sid)
@@ -166,8 +201,9 @@ async def test_grace_zero_and_a_14_second_late_tick_is_still_on_time(conn: psyco
 async def test_per_second_schedule_down_30_days_costs_one_row_and_bounded_work(
     conn: psycopg.AsyncConnection[Any],
 ) -> None:
-    sid = await make_schedule(conn, cron="* * * * * *", timezone="UTC", next_run_at=NINE,
-                              grace=timedelta(minutes=1))
+    sid = await make_schedule(
+        conn, cron="* * * * * *", timezone="UTC", next_run_at=NINE, grace=timedelta(minutes=1)
+    )
     now = NINE + timedelta(days=30)
     began = time.perf_counter()
     await fire_due(conn, now, settings=EN)
@@ -183,7 +219,11 @@ async def test_catchup_none_launches_nothing_late(conn: psycopg.AsyncConnection[
     sid = await make_schedule(conn, cron="0 * * * *", catchup="none")
     await fire_due(conn, NINE + timedelta(hours=3, minutes=20), settings=EN)
     [fire] = await fires(conn, sid)
-    assert (fire["status"], fire["fire_at"], fire["reason_code"]) == ("skipped_misfire", NINE, "misfire.no_catchup")
+    assert (fire["status"], fire["fire_at"], fire["reason_code"]) == (
+        "skipped_misfire",
+        NINE,
+        "misfire.no_catchup",
+    )
     assert "2026-10-05 09:00 to 2026-10-05 12:00" in fire["reason"]
     assert await runs_of(conn, sid) == []
 
@@ -191,8 +231,9 @@ async def test_catchup_none_launches_nothing_late(conn: psycopg.AsyncConnection[
 async def test_catchup_all_launches_each_missed_time_within_grace_up_to_max(
     conn: psycopg.AsyncConnection[Any],
 ) -> None:
-    sid = await make_schedule(conn, cron="*/10 * * * *", catchup="all", max_catchup=3, overlap="allow_all",
-                              grace=timedelta(hours=1))
+    sid = await make_schedule(
+        conn, cron="*/10 * * * *", catchup="all", max_catchup=3, overlap="allow_all", grace=timedelta(hours=1)
+    )
     await fire_due(conn, NINE + timedelta(hours=2, minutes=1), settings=EN)
     rows = [(f["fire_at"] - NINE, f["kind"], f["status"]) for f in await fires(conn, sid)]
     assert rows == [
@@ -222,7 +263,9 @@ async def test_ends_at_and_remaining_runs_stop_the_schedule(conn: psycopg.AsyncC
 
 
 async def test_starts_at_defers_the_first_fire(conn: psycopg.AsyncConnection[Any]) -> None:
-    sid = await make_schedule(conn, next_run_at=None, replan="now", starts_at=NINE + timedelta(days=2, hours=1))
+    sid = await make_schedule(
+        conn, next_run_at=None, replan="now", starts_at=NINE + timedelta(days=2, hours=1)
+    )
     await fire_due(conn, NINE - timedelta(hours=1), settings=EN)
     assert await next_of(conn, sid) == NINE + timedelta(days=3)
     assert await fires(conn, sid) == []
@@ -236,7 +279,9 @@ async def test_resume_never_replays_the_paused_time(conn: psycopg.AsyncConnectio
     assert await next_of(conn, sid) == NINE + timedelta(days=1)
 
 
-async def test_a_cron_change_still_fires_the_pending_instant_it_covers(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_a_cron_change_still_fires_the_pending_instant_it_covers(
+    conn: psycopg.AsyncConnection[Any],
+) -> None:
     sid = await make_schedule(conn, cron="0 9,21 * * *", replan="pending")
     await fire_due(conn, NINE + timedelta(seconds=5), settings=EN)
     [fire] = await fires(conn, sid)
@@ -261,14 +306,31 @@ async def _blocking_run(conn: psycopg.AsyncConnection[Any], sid: int, status: st
 @pytest.mark.parametrize(
     ("status", "code", "en", "zh"),
     [
-        ("queued", "overlap.in_progress", "is still in progress; this fire was skipped", "仍在进行中,本次触发已跳过"),
-        ("running", "overlap.in_progress", "is still in progress; this fire was skipped", "仍在进行中,本次触发已跳过"),
-        ("awaiting_approval", "overlap.awaiting_approval", "is awaiting approval; this fire was skipped",
-         "正在等待审批,本次触发已跳过"),
-        ("suspended", "overlap.suspended",
-         "is suspended (usually after a worker restart): resume or abandon it in the run history; "
-         "this fire was skipped",
-         "已挂起(通常是服务重启所致),请在运行记录中继续运行或放弃这次运行,本次触发已跳过"),
+        (
+            "queued",
+            "overlap.in_progress",
+            "is still in progress; this fire was skipped",
+            "仍在进行中,本次触发已跳过",
+        ),
+        (
+            "running",
+            "overlap.in_progress",
+            "is still in progress; this fire was skipped",
+            "仍在进行中,本次触发已跳过",
+        ),
+        (
+            "awaiting_approval",
+            "overlap.awaiting_approval",
+            "is awaiting approval; this fire was skipped",
+            "正在等待审批,本次触发已跳过",
+        ),
+        (
+            "suspended",
+            "overlap.suspended",
+            "is suspended (usually after a worker restart): resume or abandon it in the run history; "
+            "this fire was skipped",
+            "已挂起(通常是服务重启所致),请在运行记录中继续运行或放弃这次运行,本次触发已跳过",
+        ),
     ],
 )
 async def test_skip_names_the_blocking_run_and_why(
@@ -283,7 +345,9 @@ async def test_skip_names_the_blocking_run_and_why(
     assert [str(r["id"]) for r in await runs_of(conn, sid)] == [busy]
     assert await next_of(conn, sid) == NINE + timedelta(days=1)
     await conn.execute("SET agentlab_sched.locale = 'zh-CN'")
-    cur = await conn.execute("SELECT agentlab_sched.msg(reason_code, reason_params) AS t FROM agentlab_sched.fires")
+    cur = await conn.execute(
+        "SELECT agentlab_sched.msg(reason_code, reason_params) AS t FROM agentlab_sched.fires"
+    )
     assert (await cur.fetchone())["t"] == f"上一次运行 #{busy[:6]} {zh}"
 
 
@@ -292,8 +356,11 @@ async def test_buffer_one_keeps_one_waiting_run(conn: psycopg.AsyncConnection[An
     for minute in range(3):
         await fire_due(conn, NINE + timedelta(minutes=minute, seconds=1), settings=EN)
     statuses = [(f["status"], f["reason_code"]) for f in await fires(conn, sid)]
-    assert statuses == [("started", None), ("skipped_overlap", "overlap.one_waiting"),
-                        ("skipped_overlap", "overlap.one_waiting")]
+    assert statuses == [
+        ("started", None),
+        ("skipped_overlap", "overlap.one_waiting"),
+        ("skipped_overlap", "overlap.one_waiting"),
+    ]
     [run] = await runs_of(conn, sid)
     queued = await job(conn, run["job_id"])
     assert (queued["lock"], queued["queueing_lock"]) == (f"agentlab_sched:{sid}", f"agentlab_sched:{sid}")
@@ -340,8 +407,15 @@ async def test_a_task_no_worker_registered_is_refused_by_name(conn: psycopg.Asyn
     sid = await make_schedule(conn, task="reports.weekly", register=False)
     await fire_due(conn, NINE + timedelta(seconds=5), settings=EN)
     [fire] = await fires(conn, sid)
-    assert (fire["status"], fire["run_id"], fire["reason_code"]) == ("failed_to_start", None, "launch.unknown_task")
-    assert fire["reason"] == "no live worker has registered the task reports.weekly; start a worker that includes it"
+    assert (fire["status"], fire["run_id"], fire["reason_code"]) == (
+        "failed_to_start",
+        None,
+        "launch.unknown_task",
+    )
+    assert (
+        fire["reason"]
+        == "no live worker has registered the task reports.weekly; start a worker that includes it"
+    )
     assert await next_of(conn, sid) == NINE + timedelta(days=1)
 
 
@@ -358,7 +432,10 @@ async def test_a_resolver_refusal_is_recorded_verbatim(conn: psycopg.AsyncConnec
         hooks.unregister("reports.weekly")
     [fire] = await fires(conn, sid)
     assert (fire["status"], fire["reason_code"], fire["reason"]) == (
-        "failed_to_start", "launch.refused", "「门店周报」还没有发布版本,请先在编排页发布")
+        "failed_to_start",
+        "launch.refused",
+        "「门店周报」还没有发布版本,请先在编排页发布",
+    )
     assert await runs_of(conn, sid) == []
 
 
@@ -379,7 +456,9 @@ async def test_an_unexpected_error_is_generic_logged_and_does_not_stop_others(
         hooks.unregister("reports.broken")
     [bad] = await fires(conn, broken)
     assert (bad["status"], bad["reason"]) == (
-        "failed_to_start", "the run could not be started because of an internal error; details are in the worker log")
+        "failed_to_start",
+        "the run could not be started because of an internal error; details are in the worker log",
+    )
     assert "database connection lost: sqlite busy" in caplog.text and "Traceback" in caplog.text
     assert [f["status"] for f in await fires(conn, fine)] == ["started"]
     assert await next_of(conn, broken) == NINE + timedelta(days=1)
@@ -398,7 +477,9 @@ async def test_an_error_inside_sql_for_one_schedule_does_not_roll_back_the_other
     assert report.errors == 1
 
 
-async def test_a_cron_that_no_longer_parses_stops_that_schedule_only(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_a_cron_that_no_longer_parses_stops_that_schedule_only(
+    conn: psycopg.AsyncConnection[Any],
+) -> None:
     broken = await make_schedule(conn, "broken")
     fine = await make_schedule(conn, "fine")
     # Written around the API (triggers off), as an old row or a hand edit would be.
@@ -447,7 +528,9 @@ async def test_cancelling_with_procrastinate_is_seen(db_url: str, conn: psycopg.
 
 
 async def test_failures_count_and_pause_the_schedule(conn: psycopg.AsyncConnection[Any]) -> None:
-    sid = await make_schedule(conn, cron="* * * * *", timezone="UTC", pause_after_failures=2, overlap="allow_all")
+    sid = await make_schedule(
+        conn, cron="* * * * *", timezone="UTC", pause_after_failures=2, overlap="allow_all"
+    )
     for minute in range(2):
         await fire_due(conn, NINE + timedelta(minutes=minute, seconds=1), settings=EN)
     first, second = await runs_of(conn, sid)
@@ -477,17 +560,29 @@ async def test_trigger_fires_now_through_the_same_rules(conn: psycopg.AsyncConne
     assert run["started_by"] == "manual:alice"
     # The run is still queued: a second manual fire is skipped by the overlap rule.
     again = await trigger(conn, "store-report", settings=EN)
-    assert again.status == "skipped_overlap" and again.reason is not None and f"#{str(run['id'])[:6]}" in again.reason
+    assert (
+        again.status == "skipped_overlap"
+        and again.reason is not None
+        and f"#{str(run['id'])[:6]}" in again.reason
+    )
 
 
 async def test_sql_trigger_is_carried_out_by_the_next_tick(conn: psycopg.AsyncConnection[Any]) -> None:
     sid = await make_schedule(conn)
-    cur = await conn.execute("SELECT agentlab_sched.trigger('store-report', '{\"stat_date\": \"2026-01-01\"}')")
+    cur = await conn.execute(
+        "SELECT agentlab_sched.trigger('store-report', '{\"stat_date\": \"2026-01-01\"}')"
+    )
     request_id = (await cur.fetchone())["trigger"]
     await fire_due(conn, NINE - timedelta(hours=1), settings=EN)
     [fire] = await fires(conn, sid)
-    assert (fire["kind"], fire["status"], fire["inputs"]) == ("manual", "started", {"stat_date": "2026-01-01"})
-    cur = await conn.execute("SELECT fire_ids, done_at FROM agentlab_sched.fire_requests WHERE id = %s", (request_id,))
+    assert (fire["kind"], fire["status"], fire["inputs"]) == (
+        "manual",
+        "started",
+        {"stat_date": "2026-01-01"},
+    )
+    cur = await conn.execute(
+        "SELECT fire_ids, done_at FROM agentlab_sched.fire_requests WHERE id = %s", (request_id,)
+    )
     req = await cur.fetchone()
     assert req["fire_ids"] == [fire["id"]] and req["done_at"] is not None
 
@@ -496,11 +591,16 @@ async def test_backfill_fires_each_due_time_with_its_own_inputs(conn: psycopg.As
     from agentlab_sched.tick import backfill
 
     sid = await make_schedule(conn, overlap="allow_all")
-    outcomes = await backfill(conn, "store-report", NINE - timedelta(days=3), NINE - timedelta(days=1), settings=EN)
+    outcomes = await backfill(
+        conn, "store-report", NINE - timedelta(days=3), NINE - timedelta(days=1), settings=EN
+    )
     assert [o.status for o in outcomes] == ["started"] * 3
     rows = await fires(conn, sid)
     assert [(f["kind"], f["inputs"]["stat_date"]) for f in rows] == [
-        ("backfill", "2026-10-01"), ("backfill", "2026-10-02"), ("backfill", "2026-10-03")]
+        ("backfill", "2026-10-01"),
+        ("backfill", "2026-10-02"),
+        ("backfill", "2026-10-03"),
+    ]
 
 
 async def test_a_huge_backfill_is_refused_with_its_count(conn: psycopg.AsyncConnection[Any]) -> None:
@@ -517,17 +617,27 @@ async def test_a_huge_backfill_is_refused_with_its_count(conn: psycopg.AsyncConn
     assert await fires(conn, sid) == []
 
 
-async def test_inputs_render_every_placeholder_in_the_schedule_zone(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_inputs_render_every_placeholder_in_the_schedule_zone(
+    conn: psycopg.AsyncConnection[Any],
+) -> None:
     cur = await conn.execute(
         "SELECT agentlab_sched.render_inputs(%s::jsonb, %s, 'Asia/Shanghai', 'r', 'scheduled') AS r",
-        ('{"a": "{{ schedule.fire_at }}", "b": "{{schedule.date}} {{ schedule.week_start }}", '
-         '"c": ["{{ schedule.month_start }}", {"d": "{{ schedule.tomorrow }}"}], "n": 3}', NINE),
+        (
+            '{"a": "{{ schedule.fire_at }}", "b": "{{schedule.date}} {{ schedule.week_start }}", '
+            '"c": ["{{ schedule.month_start }}", {"d": "{{ schedule.tomorrow }}"}], "n": 3}',
+            NINE,
+        ),
     )
     assert (await cur.fetchone())["r"] == {
-        "a": "2026-10-05T09:00:00+08:00", "b": "2026-10-05 2026-10-05",
-        "c": ["2026-10-01", {"d": "2026-10-06"}], "n": 3}
+        "a": "2026-10-05T09:00:00+08:00",
+        "b": "2026-10-05 2026-10-05",
+        "c": ["2026-10-01", {"d": "2026-10-06"}],
+        "n": 3,
+    }
     with pytest.raises(psycopg.errors.InvalidParameterValue) as err:
-        await conn.execute("SELECT agentlab_sched.render_inputs('{\"a\": \"{{ os.system }}\"}', now(), 'UTC')")
+        await conn.execute(
+            "SELECT agentlab_sched.render_inputs('{\"a\": \"{{ os.system }}\"}', now(), 'UTC')"
+        )
     assert str(err.value).startswith("unknown placeholder {{ os.system }}; known: schedule.date, ")
 
 

@@ -17,8 +17,8 @@ from agentlab_sched.worker import Scheduler, run_worker
 from .firing_helpers import runs_of
 
 
-async def _wait_for(predicate: Any, timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
+async def _wait_for(predicate: Any, limit: float = 15.0) -> Any:
+    deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
         value = await predicate()
         if value:
@@ -27,7 +27,9 @@ async def _wait_for(predicate: Any, timeout: float = 15.0) -> Any:
     raise AssertionError("condition not met in time")
 
 
-async def test_worker_fires_runs_and_stops_within_3_seconds(db_url: str, conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_worker_fires_runs_and_stops_within_3_seconds(
+    db_url: str, conn: psycopg.AsyncConnection[Any]
+) -> None:
     await conn.execute(
         """INSERT INTO agentlab_sched.schedules (name, cron, task, inputs, timezone)
            VALUES ('every-second', '* * * * * *', 'demo.echo', %s::jsonb, 'UTC')""",
@@ -36,7 +38,9 @@ async def test_worker_fires_runs_and_stops_within_3_seconds(db_url: str, conn: p
     sid = (await (await conn.execute("SELECT id FROM agentlab_sched.schedules")).fetchone())["id"]
     stop = asyncio.Event()
     worker = asyncio.create_task(
-        run_worker(make_app(db_url), db_url, stop=stop, install_signal_handlers=False, settings=Settings(locale="en"))
+        run_worker(
+            make_app(db_url), db_url, stop=stop, install_signal_handlers=False, settings=Settings(locale="en")
+        )
     )
 
     async def succeeded() -> list[dict[str, Any]]:
@@ -50,7 +54,9 @@ async def test_worker_fires_runs_and_stops_within_3_seconds(db_url: str, conn: p
         await asyncio.wait_for(worker, timeout=10)
         stopped_in = time.monotonic() - began
     assert stopped_in < 3.0
-    cur = await conn.execute("SELECT fire_at, kind FROM agentlab_sched.fires WHERE id = %s", (first["fire_id"],))
+    cur = await conn.execute(
+        "SELECT fire_at, kind FROM agentlab_sched.fires WHERE id = %s", (first["fire_id"],)
+    )
     fire = await cur.fetchone()
     assert first["inputs"] == {"day": fire["fire_at"].strftime("%Y-%m-%d")}
     assert first["started_by"] == "schedule:every-second" and first["finished_at"] is not None
@@ -75,9 +81,12 @@ async def test_scheduler_switched_off_does_not_start(db_url: str) -> None:
     await scheduler.stop()
 
 
-async def test_replan_fills_next_run_at_of_schedules_created_in_sql(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_replan_fills_next_run_at_of_schedules_created_in_sql(
+    conn: psycopg.AsyncConnection[Any],
+) -> None:
     await conn.execute(
-        "INSERT INTO agentlab_sched.schedules (name, cron, task, timezone) VALUES ('s', '0 9 * * *', 'demo.echo', 'UTC')"
+        "INSERT INTO agentlab_sched.schedules (name, cron, task, timezone) "
+        "VALUES ('s', '0 9 * * *', 'demo.echo', 'UTC')"
     )
     assert await tick.replan(conn) == 1
     cur = await conn.execute("SELECT next_run_at, replan FROM agentlab_sched.schedules")

@@ -14,16 +14,24 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from ..settings import Settings
+from . import common
 
 console = Console()
 
 #: The demo schedules `dev` seeds: one every 10 s, one that overlaps itself (skip policy).
 DEMO_SCHEDULES = (
-    {"name": "demo-echo-every-10s", "cron": "*/10 * * * * *", "task": "demo.echo",
-     "inputs": {"day": "{{ schedule.date }}", "at": "{{ schedule.fire_at }}"}},
-    {"name": "demo-overlapping-sleep", "cron": "*/5 * * * * *", "task": "demo.sleep",
-     "inputs": {"seconds": 12}},
+    {
+        "name": "demo-echo-every-10s",
+        "cron": "*/10 * * * * *",
+        "task": "demo.echo",
+        "inputs": {"day": "{{ schedule.date }}", "at": "{{ schedule.fire_at }}"},
+    },
+    {
+        "name": "demo-overlapping-sleep",
+        "cron": "*/5 * * * * *",
+        "task": "demo.sleep",
+        "inputs": {"seconds": 12},
+    },
 )
 
 
@@ -38,13 +46,7 @@ def _load_app(path: str, url: str) -> Any:
 
 
 def _database(ctx: typer.Context) -> Any:
-    from .. import db
-
-    obj = ctx.obj or {}
-    url = obj.get("database_url")
-    if url:
-        return db.Database(url, "--database-url")
-    return db.resolve(data_dir=obj.get("data_dir"))
+    return common.state(ctx).database()
 
 
 def register(app: typer.Typer) -> None:
@@ -53,7 +55,9 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def worker(
         ctx: typer.Context,
-        app_path: str = typer.Option("agentlab_sched.demo.app", "--app", help="dotted path of the Procrastinate app"),
+        app_path: str = typer.Option(
+            "agentlab_sched.demo.app", "--app", help="dotted path of the Procrastinate app"
+        ),
         concurrency: int = typer.Option(10, "--concurrency", min=1, help="jobs run at once"),
         queue: list[str] = typer.Option(None, "--queue", help="queues to run (all by default)"),
     ) -> None:
@@ -61,21 +65,31 @@ def register(app: typer.Typer) -> None:
         from ..worker import run_worker
 
         database = _database(ctx)
-        console.print(f"[dim]database: {database.origin}[/dim]", highlight=False)
         procrastinate_app = _load_app(app_path, database.url)
-        asyncio.run(run_worker(procrastinate_app, database.url, concurrency=concurrency, queues=queue or None))
+        settings = common.state(ctx).settings()
+        asyncio.run(
+            run_worker(
+                procrastinate_app,
+                database.url,
+                concurrency=concurrency,
+                queues=queue or None,
+                settings=settings,
+            )
+        )
 
     @app.command()
     def dev(
         ctx: typer.Context,
-        duration: float = typer.Option(0, "--duration", help="stop after this many seconds (0: until Ctrl-C)"),
+        duration: float = typer.Option(
+            0, "--duration", help="stop after this many seconds (0: until Ctrl-C)"
+        ),
     ) -> None:
         """Embedded PostgreSQL, migrate, demo schedules, a worker and a live view: the first command to run."""
         from ..migrate import migrate
 
         database = _database(ctx)
         console.print(f"[bold]agentlab-sched dev[/bold] on {database.origin}", highlight=False)
-        migrate(database.url, locale=Settings.from_env().locale)
+        migrate(database.url, locale=common.state(ctx).locale)
         console.print("migrated; seeding the demo schedules; Ctrl-C stops", highlight=False)
         asyncio.run(_dev(database.url, duration))
 
@@ -142,8 +156,14 @@ async def _history_table(conn: Any) -> Table:
     for col in ("fire at (UTC)", "schedule", "kind", "fire", "run", "reason"):
         table.add_column(col)
     for row in await cur.fetchall():
-        table.add_row(f"{row['fire_at']:%H:%M:%S}", row["schedule_name"], row["kind"], row["status"],
-                      row["run_status"] or "", row["reason"] or "")
+        table.add_row(
+            f"{row['fire_at']:%H:%M:%S}",
+            row["schedule_name"],
+            row["kind"],
+            row["status"],
+            row["run_status"] or "",
+            row["reason"] or "",
+        )
     return table
 
 

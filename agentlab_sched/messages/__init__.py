@@ -119,9 +119,7 @@ def check_catalog(catalog: Mapping[str, Mapping[str, str]] = CATALOG) -> list[st
 
     bad = []
     for code, per in catalog.items():
-        names = {
-            loc: {f for _, f, _, _ in string.Formatter().parse(tpl) if f} for loc, tpl in per.items()
-        }
+        names = {loc: {f for _, f, _, _ in string.Formatter().parse(tpl) if f} for loc, tpl in per.items()}
         if set(per) != set(LOCALES) or len({frozenset(v) for v in names.values()}) != 1:
             bad.append(code)
     return bad

@@ -82,17 +82,21 @@ MESSAGES: dict[str, tuple[str, str]] = {
     ),
 }
 
-MESSAGES.update({
-    "schedule.paused_after_failures": (
-        "paused after {count} consecutive failures (since {since}, {timezone}); fix the cause, then resume it",
-        "连续失败 {count} 次后已自动暂停(自 {since},{timezone});排除原因后请恢复",
-    ),
-    "overlap.cancelled_by_newer": (
-        "cancelled: a newer fire of this schedule started (overlap cancel_other)",
-        "已取消:该定时任务的新一次触发已开始(重叠策略 cancel_other)",
-    ),
-})
+MESSAGES.update(
+    {
+        "schedule.paused_after_failures": (
+            "paused after {count} consecutive failures (since {since}, {timezone}); fix the cause, then resume it",
+            "连续失败 {count} 次后已自动暂停(自 {since},{timezone});排除原因后请恢复",
+        ),
+        "overlap.cancelled_by_newer": (
+            "cancelled: a newer fire of this schedule started (overlap cancel_other)",
+            "已取消:该定时任务的新一次触发已开始(重叠策略 cancel_other)",
+        ),
+    }
+)
 
-MESSAGES.update({
-    "launch.refused": ("{reason}", "{reason}"),
-})
+MESSAGES.update(
+    {
+        "launch.refused": ("{reason}", "{reason}"),
+    }
+)

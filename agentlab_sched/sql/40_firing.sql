@@ -383,7 +383,9 @@ BEGIN
         PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', trigger.name), 'P0002');
     END IF;
     IF inputs IS NOT NULL AND jsonb_typeof(inputs) <> 'object' THEN
-        PERFORM agentlab_sched.fail('inputs.not_object', 'inputs', jsonb_build_object('type', jsonb_typeof(inputs)));
+        PERFORM agentlab_sched.fail('schedule.not_object', 'inputs', jsonb_build_object(
+            'field', agentlab_sched.field_term('inputs'),
+            'type', jsonb_build_object('msg', 'schedule.json.' || jsonb_typeof(inputs))));
     END IF;
     IF inputs IS NOT NULL THEN
         PERFORM agentlab_sched.check_inputs(inputs);
