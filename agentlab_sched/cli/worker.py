@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import json
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 import typer
 from rich.console import Console
-from rich.live import Live
-from rich.table import Table
 
 from . import common
 
@@ -22,13 +20,13 @@ console = Console()
 DEMO_SCHEDULES = (
     {
         "name": "demo-echo-every-10s",
-        "cron": "*/10 * * * * *",
+        "cron": "* * * * * */10",
         "task": "demo.echo",
         "inputs": {"day": "{{ schedule.date }}", "at": "{{ schedule.fire_at }}"},
     },
     {
         "name": "demo-overlapping-sleep",
-        "cron": "*/5 * * * * *",
+        "cron": "* * * * * */5",
         "task": "demo.sleep",
         "inputs": {"seconds": 12},
     },
@@ -108,7 +106,7 @@ async def _seed(url: str) -> None:
             await conn.execute(
                 """INSERT INTO agentlab_sched.schedules (name, cron, task, inputs, timezone)
                    VALUES (%s, %s, %s, %s::jsonb, 'UTC')
-                   ON CONFLICT (name) DO UPDATE SET enabled = true, replan = 'now'""",
+                   ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, enabled = true, replan = 'now'""",
                 (spec["name"], spec["cron"], spec["task"], json.dumps(spec["inputs"])),
             )
         await tick.replan(conn)
@@ -126,16 +124,15 @@ async def _dev(url: str, duration: float) -> None:
     worker = asyncio.create_task(run_worker(make_app(url), url, stop=stop))
     view = await db.connect(url)
     began = time.monotonic()
+    seen: dict[str, str] = {}
     try:
-        with Live(Table(), console=console, refresh_per_second=2, transient=False) as live:
-            while not worker.done():
-                live.update(await _history_table(view))
-                if duration and time.monotonic() - began >= duration:
-                    break
-                try:
-                    await asyncio.wait_for(asyncio.shield(worker), timeout=1.0)
-                except TimeoutError:
-                    pass
+        while not worker.done():
+            for line in await _changes(view, seen):
+                console.print(line, highlight=False)
+            if duration and time.monotonic() - began >= duration:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(worker), timeout=1.0)
     except (KeyboardInterrupt, asyncio.CancelledError):
         pass
     finally:
@@ -144,27 +141,31 @@ async def _dev(url: str, duration: float) -> None:
         await worker
 
 
-async def _history_table(conn: Any) -> Table:
+async def _changes(conn: Any, seen: dict[str, str]) -> list[str]:
+    """One line per fire recorded and per run status change since the last call: the live view."""
     cur = await conn.execute(
-        """SELECT h.fire_at, h.schedule_name, h.kind, h.status, h.run_status, h.reason
-           FROM (SELECT f.fire_at, s.name AS schedule_name, f.kind, f.status, r.status AS run_status, f.reason
-                 FROM agentlab_sched.fires f JOIN agentlab_sched.schedules s ON s.id = f.schedule_id
-                 LEFT JOIN agentlab_sched.runs r ON r.id = f.run_id
-                 ORDER BY f.id DESC LIMIT 12) h"""
+        """SELECT f.id, f.fire_at, s.name, f.kind, f.status, f.reason, r.id::text AS run_id, r.status AS run_status
+           FROM agentlab_sched.fires f JOIN agentlab_sched.schedules s ON s.id = f.schedule_id
+           LEFT JOIN agentlab_sched.runs r ON r.id = f.run_id
+           WHERE f.created_at > now() - interval '1 minute'
+           ORDER BY f.id"""
     )
-    table = Table(title=f"fires and runs — {datetime.now(UTC):%H:%M:%S} UTC", expand=True)
-    for col in ("fire at (UTC)", "schedule", "kind", "fire", "run", "reason"):
-        table.add_column(col)
+    lines = []
     for row in await cur.fetchall():
-        table.add_row(
-            f"{row['fire_at']:%H:%M:%S}",
-            row["schedule_name"],
-            row["kind"],
-            row["status"],
-            row["run_status"] or "",
-            row["reason"] or "",
-        )
-    return table
+        key = f"fire:{row['id']}"
+        run = f" run #{row['run_id'][:6]}" if row["run_id"] else ""
+        if key not in seen:
+            seen[key] = row["status"]
+            why = f" — {row['reason']}" if row["reason"] else ""
+            lines.append(
+                f"[bold]{row['fire_at']:%H:%M:%S}[/bold] {row['name']} {row['kind']} fire: "
+                f"[cyan]{row['status']}[/cyan]{run}{why}"
+            )
+        if row["run_id"] and seen.get(f"run:{row['run_id']}") != row["run_status"]:
+            seen[f"run:{row['run_id']}"] = row["run_status"]
+            if row["run_status"] != "queued":
+                lines.append(f"         {row['name']}{run}: [green]{row['run_status']}[/green]")
+    return lines
 
 
 async def _doctor(database: Any) -> None:
