@@ -1,0 +1,512 @@
+"""The dispatcher: delivers outbox rows, records every attempt, retries with capped backoff.
+
+One attempt of one row, in three short steps (no transaction is held while the HTTP request runs):
+
+1. claim: the oldest due pending row, ``FOR UPDATE SKIP LOCKED``; rows whose schedule lost its webhook
+   or its subscription are dropped, rows whose bot is over its rate limit are postponed to the instant
+   a slot frees (limits are counted in ``bot_sends`` under a per-bot advisory lock, so they hold across
+   workers); otherwise a send slot is taken and the row leased (``next_attempt_at`` = now + lease), all
+   in one transaction;
+2. send, with httpx (timeout, no redirects), judged by the host's rules;
+3. record: a ``deliveries`` row, and the outbox row ``sent``, ``failed`` (configuration errors are never
+   retried; retryable ones give up after `MAX_ATTEMPTS`) or pending again at now + backoff.
+
+A worker that dies between 1 and 3 leaves a leased row, retried when the lease ends. `Dispatcher.stop`
+cancels sends still in flight after the grace and puts their rows back, pending and due at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from urllib.parse import urlsplit
+
+import psycopg
+from psycopg.rows import dict_row
+
+from .. import db
+from ..messages import duration, render
+from ..settings import Settings
+from .content import EventInfo, event_message
+from .platforms import RATE_LIMITS, Verdict, describe, prepare
+from .secrets import SecretBox
+from .sender import Sender
+from .urls import platform_of
+
+log = logging.getLogger("agentlab_sched.notify")
+
+#: The channel the outbox trigger NOTIFYs (payload: the schedule id).
+CHANNEL = "agentlab_sched_outbox"
+#: Attempts of a retryable failure before the row is given up (``failed``).
+MAX_ATTEMPTS = 8
+#: Backoff after the n-th failed attempt: BACKOFF_BASE * 2 ** (n - 1) seconds, at most BACKOFF_CAP.
+BACKOFF_BASE = 10.0
+BACKOFF_CAP = 1800.0
+#: How long a claimed row is hidden from other workers beyond the send timeout.
+LEASE_MARGIN = 20.0
+
+_CLAIM = """
+SELECT o.id, o.run_id::text AS run_id, o.event, o.segment, o.attempts, o.payload,
+       s.id AS schedule_id, s.name AS schedule, s.timezone, s.timeout AS schedule_timeout,
+       s.webhook_format, s.webhook_url_enc, s.webhook_secret_enc, s.webhook_events,
+       r.status AS run_status, r.error AS run_error, r.started_at, r.finished_at, r.timeout AS run_timeout,
+       f.kind, f.fire_at, a.title AS step
+  FROM agentlab_sched.outbox o
+  LEFT JOIN agentlab_sched.schedules s ON s.id = o.schedule_id
+  LEFT JOIN agentlab_sched.runs r ON r.id = o.run_id
+  LEFT JOIN agentlab_sched.fires f ON f.id = r.fire_id
+  LEFT JOIN agentlab_sched.approvals a ON a.run_id = o.run_id AND a.segment = o.segment
+ WHERE o.status = 'pending' AND o.next_attempt_at <= %(now)s
+ ORDER BY o.next_attempt_at, o.id
+ LIMIT 1
+   FOR UPDATE OF o SKIP LOCKED
+"""
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait after the ``attempt``-th failed attempt (1-based): capped exponential."""
+    return min(BACKOFF_CAP, BACKOFF_BASE * 2 ** max(0, attempt - 1))
+
+
+def bot_key(platform: str, url: str) -> str:
+    """Names a bot without revealing its URL: the platform and a hash of the URL."""
+    return f"{platform}:{hashlib.sha256(url.encode('utf-8')).hexdigest()[:24]}"
+
+
+@dataclass
+class Claim:
+    """A leased outbox row, with everything needed to send it."""
+
+    id: int
+    attempts: int
+    now: datetime
+    fmt: str
+    platform: str
+    url: str
+    secret: str | None
+    info: EventInfo
+
+
+def _dt(value: object) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str) and value:
+        return datetime.fromisoformat(value)
+    return None
+
+
+def event_info(row: dict) -> EventInfo:
+    """The snapshot a notification speaks of: status and error as of the change, times as known now."""
+    payload = row["payload"] or {}
+    seconds = payload.get("timeout_seconds")
+    timeout = (
+        timedelta(seconds=float(seconds)) if seconds is not None else (row["run_timeout"] or row["schedule_timeout"])
+    )
+    return EventInfo(
+        event=row["event"],
+        schedule=row["schedule"],
+        timezone=row["timezone"] or "UTC",
+        run_id=row["run_id"],
+        status=payload.get("status") or row["run_status"] or row["event"],
+        segment=row["segment"],
+        error=payload.get("error") or row["run_error"],
+        started_at=_dt(payload.get("started_at")) or row["started_at"],
+        finished_at=_dt(payload.get("finished_at")) or row["finished_at"],
+        kind=row["kind"],
+        fire_at=row["fire_at"],
+        timeout=timeout,
+        step=row["step"],
+    )
+
+
+class Outbox:
+    """Claim, send and record outbox rows on one connection (autocommit)."""
+
+    def __init__(
+        self, conn: psycopg.AsyncConnection, settings: Settings, sender: Sender, box: SecretBox | None = None
+    ) -> None:
+        self.conn = conn
+        self.settings = settings
+        self.sender = sender
+        self.box = box or SecretBox.from_settings(settings)
+        self.lease = timedelta(seconds=sender.timeout + LEASE_MARGIN)
+
+    async def _now(self, now: datetime | None) -> datetime:
+        if now is not None:
+            return now
+        cur = await self.conn.execute("SELECT clock_timestamp()")
+        row = await cur.fetchone()
+        assert row is not None
+        return row[0] if not isinstance(row, dict) else row["clock_timestamp"]
+
+    async def _close_row(
+        self, cur: psycopg.AsyncCursor, row_id: int, status: str, now: datetime, outcome: str, detail: str
+    ) -> None:
+        await cur.execute(
+            "UPDATE agentlab_sched.outbox SET status = %s, last_error = %s WHERE id = %s",
+            (status, detail, row_id),
+        )
+        await cur.execute(
+            """INSERT INTO agentlab_sched.deliveries (outbox_id, attempted_at, outcome, detail)
+               VALUES (%s, %s, %s, %s)""",
+            (row_id, now, outcome, detail),
+        )
+
+    async def claim(self, now: datetime | None = None) -> Claim | None:
+        """Lease the next due row that can be sent now; None when there is none."""
+        loc = self.settings.locale
+        while True:
+            at = await self._now(now)
+            async with self.conn.transaction(), self.conn.cursor(row_factory=dict_row) as cur:
+                await cur.execute(_CLAIM, {"now": at})
+                row = await cur.fetchone()
+                if row is None:
+                    return None
+                if row["schedule"] is None or row["webhook_url_enc"] is None:
+                    await self._close_row(
+                        cur, row["id"], "dropped", at, "dropped", render("notify.dropped.no_webhook", loc)
+                    )
+                    continue
+                if row["event"] not in (row["webhook_events"] or []):
+                    await self._close_row(
+                        cur,
+                        row["id"],
+                        "dropped",
+                        at,
+                        "dropped",
+                        render("notify.dropped.unsubscribed", loc, event={"msg": f"notify.event.{row['event']}"}),
+                    )
+                    continue
+                url = self.box.decrypt(row["webhook_url_enc"])
+                secret = self.box.decrypt(row["webhook_secret_enc"]) if row["webhook_secret_enc"] else None
+                if url is None or (row["webhook_secret_enc"] and secret is None):
+                    await self._close_row(
+                        cur,
+                        row["id"],
+                        "failed",
+                        at,
+                        "failed",
+                        render("notify.undecryptable", loc, schedule=row["schedule"]),
+                    )
+                    continue
+                platform = platform_of(urlsplit(url).hostname or "")
+                # Bodies and verdicts follow the host: a platform host gets its platform's body whatever
+                # the stored format says.
+                fmt = platform if platform != "generic" else (row["webhook_format"] or "generic")
+                wait_until = await self._take_slot(cur, bot_key(platform, url), platform, at)
+                if wait_until is not None:
+                    await cur.execute(
+                        "UPDATE agentlab_sched.outbox SET next_attempt_at = %s WHERE id = %s",
+                        (wait_until, row["id"]),
+                    )
+                    continue
+                await cur.execute(
+                    "UPDATE agentlab_sched.outbox SET next_attempt_at = %s WHERE id = %s",
+                    (at + self.lease, row["id"]),
+                )
+                return Claim(
+                    id=row["id"],
+                    attempts=row["attempts"],
+                    now=at,
+                    fmt=fmt,
+                    platform=platform,
+                    url=url,
+                    secret=secret,
+                    info=event_info(row),
+                )
+
+    async def _take_slot(self, cur: psycopg.AsyncCursor, bot: str, platform: str, now: datetime) -> datetime | None:
+        """Take a send slot for ``bot`` at ``now``; or the instant the next slot frees, when it is full."""
+        limits = RATE_LIMITS.get(platform, ())
+        if not limits:
+            return None
+        await cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("agentlab_sched.bot:" + bot,))
+        free_at: datetime | None = None
+        for count, seconds in limits:
+            window = timedelta(seconds=seconds)
+            await cur.execute(
+                """SELECT sent_at FROM agentlab_sched.bot_sends
+                    WHERE bot = %s AND sent_at > %s AND sent_at <= %s
+                    ORDER BY sent_at DESC OFFSET %s LIMIT 1""",
+                (bot, now - window, now, count - 1),
+            )
+            full = await cur.fetchone()
+            if full is not None:
+                frees = full["sent_at"] + window
+                free_at = frees if free_at is None else max(free_at, frees)
+        if free_at is not None:
+            return free_at
+        longest = timedelta(seconds=max(seconds for _, seconds in limits))
+        await cur.execute(
+            "DELETE FROM agentlab_sched.bot_sends WHERE bot = %s AND sent_at < %s", (bot, now - 2 * longest)
+        )
+        await cur.execute("INSERT INTO agentlab_sched.bot_sends (bot, sent_at) VALUES (%s, %s)", (bot, now))
+        return None
+
+    async def send(self, claim: Claim) -> Verdict:
+        """One HTTP attempt for a claimed row."""
+        message = event_message(claim.info, self.settings.locale, self.settings.public_url)
+        request = prepare(claim.fmt, claim.url, claim.secret, message, claim.now)
+        return await self.sender.send(request, claim.platform, allow_private=self.settings.webhook_allow_private)
+
+    async def record(self, claim: Claim, verdict: Verdict, now: datetime | None = None) -> str:
+        """Record the attempt; the outbox row becomes ``sent``, ``failed`` or pending for a retry."""
+        loc = self.settings.locale
+        at = now if now is not None else await self._now(None)
+        attempt = claim.attempts + 1
+        detail = describe(verdict, loc) or None
+        outcome = verdict.outcome
+        next_at = None
+        if outcome == "retry":
+            if attempt >= MAX_ATTEMPTS:
+                outcome, detail = "failed", render("notify.gave_up", loc, attempts=attempt, problem=detail)
+            else:
+                delay = max(backoff(attempt), verdict.min_delay)
+                next_at = at + timedelta(seconds=delay)
+                detail = render("notify.retry", loc, problem=detail, attempt=attempt, delay=duration(delay, loc))
+        status = {"sent": "sent", "failed": "failed", "retry": "pending"}[outcome]
+        async with self.conn.transaction():
+            await self.conn.execute(
+                """INSERT INTO agentlab_sched.deliveries
+                       (outbox_id, attempted_at, http_status, platform_code, platform_text, outcome, detail)
+                   VALUES (%s, %s, %s, %s, %s, %s, %s)""",
+                (
+                    claim.id,
+                    at,
+                    verdict.http_status,
+                    verdict.platform_code,
+                    verdict.platform_text,
+                    outcome,
+                    detail,
+                ),
+            )
+            await self.conn.execute(
+                """UPDATE agentlab_sched.outbox
+                      SET status = %s, attempts = %s, last_error = %s,
+                          next_attempt_at = coalesce(%s, next_attempt_at),
+                          sent_at = CASE WHEN %s = 'sent' THEN %s ELSE sent_at END
+                    WHERE id = %s""",
+                (status, attempt, None if outcome == "sent" else detail, next_at, status, at, claim.id),
+            )
+        if outcome != "sent":
+            log.warning("notification %s of schedule %s: %s", claim.id, claim.info.schedule, detail)
+        return outcome
+
+    async def release(self, claim: Claim) -> None:
+        """Put back a row whose send was cancelled: pending, due at once, the attempt recorded."""
+        async with self.conn.transaction():
+            await self.conn.execute(
+                """INSERT INTO agentlab_sched.deliveries (outbox_id, attempted_at, outcome, detail)
+                   VALUES (%s, %s, 'interrupted', %s)""",
+                (claim.id, claim.now, render("notify.interrupted", self.settings.locale)),
+            )
+            await self.conn.execute(
+                "UPDATE agentlab_sched.outbox SET next_attempt_at = %s WHERE id = %s AND status = 'pending'",
+                (claim.now, claim.id),
+            )
+
+    async def process_one(self, now: datetime | None = None) -> str | None:
+        """Claim, send and record one row: its outcome, or None when nothing is due."""
+        claim = await self.claim(now)
+        if claim is None:
+            return None
+        verdict = await self.send(claim)
+        return await self.record(claim, verdict, now)
+
+    async def seconds_to_next(self) -> float | None:
+        """Seconds until the earliest pending row is due (0 when overdue), None when there is none."""
+        cur = await self.conn.execute(
+            """SELECT extract(epoch FROM min(next_attempt_at) - clock_timestamp())
+                 FROM agentlab_sched.outbox WHERE status = 'pending'"""
+        )
+        row = await cur.fetchone()
+        value = (row["extract"] if isinstance(row, dict) else row[0]) if row else None
+        return None if value is None else max(0.0, float(value))
+
+
+async def deliver_due(
+    conn: psycopg.AsyncConnection, settings: Settings, *, sender: Sender, now: datetime | None = None
+) -> dict[str, int]:
+    """Deliver every row due at ``now`` (the database clock by default), one after another.
+
+    Returns how many attempts ended ``sent``, ``retry`` and ``failed``. For tests and for hosts that
+    drive delivery themselves; workers use `Dispatcher`.
+    """
+    outbox = Outbox(conn, settings, sender)
+    counts = {"sent": 0, "retry": 0, "failed": 0}
+    while (outcome := await outbox.process_one(now)) is not None:
+        counts[outcome] += 1
+    return counts
+
+
+class Dispatcher:
+    """Delivers notifications beside a worker: woken by NOTIFY, polling as a fallback.
+
+    ``start()`` delivers what is pending at once, then waits for NOTIFY on `CHANNEL`, for the next
+    retry, or ``poll_interval``; ``stop(grace)`` lets sends in flight finish within the grace, cancels
+    the rest and leaves their rows pending for the next worker.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        settings: Settings,
+        *,
+        sender: Sender | None = None,
+        concurrency: int = 2,
+        poll_interval: float = 30.0,
+    ) -> None:
+        self.url = url
+        self.settings = settings
+        self.concurrency = max(1, concurrency)
+        self.poll_interval = poll_interval
+        self._own_sender = sender is None
+        self._sender = sender
+        self._workers: list[asyncio.Task[None]] = []
+        self._listener: asyncio.Task[None] | None = None
+        self._wakes: list[asyncio.Event] = []
+        self._sends: set[asyncio.Task[Verdict]] = set()
+        self._stopping = False
+        self._cancel_sends = False
+
+    @property
+    def running(self) -> bool:
+        """Whether the dispatcher has tasks alive."""
+        return any(not t.done() for t in [*self._workers, *([self._listener] if self._listener else [])])
+
+    async def run_once(self, now: datetime | None = None) -> dict[str, int]:
+        """Deliver every row due at ``now`` on a connection of its own (see `deliver_due`)."""
+        conn = await db.connect(self.url, locale=self.settings.locale)
+        sender = self._sender or Sender()
+        try:
+            return await deliver_due(conn, self.settings, sender=sender, now=now)
+        finally:
+            await conn.close()
+            if self._sender is None:
+                await sender.aclose()
+
+    async def start(self) -> None:
+        """Start delivering in the background; without a secret key it logs why and does nothing."""
+        if self.running:
+            return
+        if not self.settings.secret_keys:
+            log.warning(render("notify.no_key_dispatch", self.settings.locale))
+            return
+        SecretBox.from_settings(self.settings)  # a malformed key fails here, not in every worker
+        self._stopping = self._cancel_sends = False
+        if self._sender is None:
+            self._sender = Sender()
+        self._wakes = [asyncio.Event() for _ in range(self.concurrency)]
+        self._listener = asyncio.create_task(self._listen(), name="agentlab-sched-notify-listen")
+        self._workers = [
+            asyncio.create_task(self._work(wake), name=f"agentlab-sched-notify-{i}")
+            for i, wake in enumerate(self._wakes)
+        ]
+
+    def wake(self) -> None:
+        """Look for due rows now (NOTIFY does this; so can a host that knows better)."""
+        for event in self._wakes:
+            event.set()
+
+    async def stop(self, grace: float = 1.5) -> None:
+        """Stop within ``grace`` seconds: sends in flight get most of it, then are cancelled."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        self._stopping = True
+        self.wake()
+        tasks = list(self._workers)
+        if self._listener is not None:
+            self._listener.cancel()
+            tasks.append(self._listener)
+        if tasks:
+            # Sends may finish until 2/3 of the grace; the rest is for putting cancelled rows back.
+            await asyncio.wait(tasks, timeout=max(0.0, grace * 2 / 3))
+            self._cancel_sends = True
+            for send in list(self._sends):
+                send.cancel()
+            _, pending = await asyncio.wait(tasks, timeout=max(0.0, deadline - loop.time()))
+            for task in pending:  # stuck in the database: give up on putting rows back
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=0.1)
+        self._workers, self._listener = [], None
+        if self._own_sender and self._sender is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._sender.aclose(), timeout=0.1)
+            self._sender = None
+
+    async def _listen(self) -> None:
+        """Wake the workers on every NOTIFY of the outbox trigger; reconnect after a lost connection."""
+        while not self._stopping:
+            try:
+                conn = await db.connect(self.url, locale=self.settings.locale)
+                try:
+                    await conn.execute(f"LISTEN {CHANNEL}")
+                    self.wake()  # anything written while we were not listening
+                    async for _ in conn.notifies():
+                        self.wake()
+                finally:
+                    await conn.close()
+            except psycopg.Error as exc:
+                log.warning("notification listener: %s; reconnecting", exc)
+                await asyncio.sleep(1.0)
+
+    async def _work(self, wake: asyncio.Event) -> None:
+        """One delivery loop with its own connection."""
+        assert self._sender is not None
+        pause = 0.5
+        while not self._stopping:
+            conn = None
+            try:
+                conn = await db.connect(self.url, locale=self.settings.locale)
+                outbox = Outbox(conn, self.settings, self._sender)
+                pause = 0.5
+                while not self._stopping:
+                    wake.clear()
+                    if await self._deliver_one(outbox):
+                        continue
+                    wait = await outbox.seconds_to_next()
+                    wait = self.poll_interval if wait is None else min(self.poll_interval, max(wait, 0.05))
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(wake.wait(), timeout=wait)
+            except Exception as exc:
+                log.warning(
+                    "notification dispatcher: %s; retrying in %.1f s",
+                    exc,
+                    pause,
+                    exc_info=not isinstance(exc, psycopg.Error | OSError),
+                )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), timeout=pause)
+                pause = min(pause * 2, 30.0)
+            finally:
+                if conn is not None:
+                    await conn.close()
+
+    async def _deliver_one(self, outbox: Outbox) -> bool:
+        """Claim, send and record one row; False when nothing is due. A cancelled send is put back."""
+        if self._stopping:
+            return False
+        claim = await outbox.claim()
+        if claim is None:
+            return False
+        send = asyncio.create_task(outbox.send(claim), name="agentlab-sched-notify-send")
+        self._sends.add(send)
+        if self._cancel_sends:
+            send.cancel()
+        try:
+            verdict = await send
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # this worker itself is being cancelled
+            await outbox.release(claim)
+            return False
+        finally:
+            self._sends.discard(send)
+        await outbox.record(claim, verdict)
+        return True

@@ -1,0 +1,286 @@
+"""Setting a schedule's webhook, re-encrypting secrets, and the test message.
+
+The database never holds the key, so the webhook URL and secret are set here (in Python), encrypted;
+the SQL API refuses plaintext (``sql/60_notify.sql``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import psycopg
+from psycopg.rows import dict_row
+
+from ..errors import NotFound, SchedError, ValidationError
+from ..messages import render, term
+from ..settings import Settings
+from .content import test_message as _test_message
+from .platforms import describe, prepare
+from .secrets import SecretBox, mask_secret, mask_url
+from .sender import Sender
+from .urls import check_text, validate_url
+
+EVENTS = ("finished", "failed", "awaiting_approval")
+#: Formats whose bots sign requests with a secret (generic signs an ``X-Agentlab-Signature`` header).
+SIGNED_FORMATS = ("feishu", "dingtalk", "generic")
+
+
+class _Keep:
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+#: Leave a setting as it is.
+KEEP = _Keep()
+
+
+@dataclass(frozen=True)
+class WebhookInfo:
+    """A schedule's webhook as it may be shown: URL and secret masked."""
+
+    schedule: str
+    format: str | None
+    url_hint: str | None
+    secret: str | None
+    events: tuple[str, ...]
+    #: whether this call validated the URL (it does only when the URL or the format changed)
+    validated: bool = False
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """What a test message proved: ``message`` says it in words, the rest in fields."""
+
+    __test__ = False  # not a pytest test class
+
+    ok: bool
+    message: str
+    http_status: int | None = None
+    platform_code: str | None = None
+    platform_text: str | None = None
+    #: a failure that notifications would retry (network, HTTP 5xx/429, platform throttling)
+    retryable: bool = False
+
+
+def _events(events: Iterable[str] | str) -> list[str]:
+    items = events.split(",") if isinstance(events, str) else list(events)
+    chosen: list[str] = []
+    for item in items:
+        value = str(item).strip()
+        if value not in EVENTS:
+            raise ValidationError("notify.events.unknown", "webhook_events", value=value or None, choices=list(EVENTS))
+        if value not in chosen:
+            chosen.append(value)
+    return chosen
+
+
+async def _schedule_row(conn: psycopg.AsyncConnection, name: str, *, lock: bool) -> dict:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            """SELECT id, name, timezone, webhook_format, webhook_url_enc, webhook_secret_enc,
+                      webhook_url_hint, webhook_events
+                 FROM agentlab_sched.schedules WHERE name = %s"""
+            + (" FOR UPDATE" if lock else ""),
+            (name,),
+        )
+        row = await cur.fetchone()
+    if row is None:
+        raise NotFound("schedule.not_found", "name", name=name)
+    return row
+
+
+async def set_webhook(
+    conn: psycopg.AsyncConnection,
+    name: str,
+    *,
+    url: str | _Keep | None = KEEP,
+    format: str | None = None,
+    secret: str | None = None,
+    events: Iterable[str] | str | None = None,
+    settings: Settings,
+) -> WebhookInfo:
+    """Set the webhook of schedule ``name``; returns it masked.
+
+    - ``url``: the new URL; ``None`` or ``""`` removes the webhook (format, URL and secret); `KEEP`
+      (the default) leaves it.
+    - ``format``: ``generic``, ``feishu``, ``wecom`` or ``dingtalk``; None keeps the current one, or
+      takes it from the host when the URL changes.
+    - ``secret``: the signing secret (Feishu, DingTalk; generic signs a header); None keeps it, ``""``
+      removes it.
+    - ``events``: any of ``finished``, ``failed``, ``awaiting_approval`` (a list or ``"a,b"``); None
+      keeps them.
+
+    The URL is validated only when it or the format actually changes, so an old setting never blocks
+    other edits. Raises `ValidationError` (naming the field), `NotFound`, or `SchedError`
+    ``notify.no_key`` when a URL or secret must be encrypted and no key is set.
+    """
+    chosen_events = _events(events) if events is not None else None
+    async with conn.transaction():
+        row = await _schedule_row(conn, name, lock=True)
+        fmt, url_enc, secret_enc, hint = (
+            row["webhook_format"],
+            row["webhook_url_enc"],
+            row["webhook_secret_enc"],
+            row["webhook_url_hint"],
+        )
+        validated = False
+        box: SecretBox | None = None
+        if url is None or url == "":
+            fmt = url_enc = secret_enc = hint = None
+        elif url is not KEEP or (format is not None and format != fmt):
+            box = SecretBox.from_settings(settings)
+            current = box.decrypt(url_enc) if url_enc else None
+            if url is KEEP:
+                if url_enc is None:
+                    raise ValidationError("notify.url.required", "webhook_url")
+                if current is None:
+                    raise SchedError("notify.undecryptable", "webhook_url", schedule=name)
+                new_url = current
+            else:
+                new_url = str(url).strip()
+            url_changed = new_url != current
+            wanted = format if format is not None else (None if url_changed else fmt)
+            if url_changed or wanted != fmt:
+                checked = validate_url(new_url, wanted, allow_private=settings.webhook_allow_private)
+                fmt, validated = checked.format, True
+                if url_changed:
+                    url_enc, hint = box.encrypt(checked.url), mask_url(checked.url)
+        if secret:
+            if url_enc is None:
+                raise ValidationError("notify.url.required", "webhook_url")
+            check_text(secret, "webhook_secret")
+            secret_enc = (box or SecretBox.from_settings(settings)).encrypt(secret)
+        elif secret == "":
+            secret_enc = None
+        if secret_enc is not None and fmt not in SIGNED_FORMATS and (validated or secret):
+            raise ValidationError("notify.secret.not_signed", "webhook_secret", platform=term(f"notify.platform.{fmt}"))
+        new_events = chosen_events if chosen_events is not None else list(row["webhook_events"])
+        await conn.execute(
+            """UPDATE agentlab_sched.schedules
+                  SET webhook_format = %s, webhook_url_enc = %s, webhook_secret_enc = %s,
+                      webhook_url_hint = %s, webhook_events = %s
+                WHERE id = %s""",
+            (fmt, url_enc, secret_enc, hint, new_events, row["id"]),
+        )
+    return WebhookInfo(
+        schedule=name,
+        format=fmt,
+        url_hint=hint,
+        secret=mask_secret(secret_enc),
+        events=tuple(new_events),
+        validated=validated,
+    )
+
+
+async def get_webhook(conn: psycopg.AsyncConnection, name: str) -> WebhookInfo:
+    """The webhook of schedule ``name``, masked (no key needed)."""
+    row = await _schedule_row(conn, name, lock=False)
+    return WebhookInfo(
+        schedule=name,
+        format=row["webhook_format"],
+        url_hint=row["webhook_url_hint"],
+        secret=mask_secret(row["webhook_secret_enc"]),
+        events=tuple(row["webhook_events"]),
+    )
+
+
+async def rotate_secrets(conn: psycopg.AsyncConnection, settings: Settings) -> int:
+    """Re-encrypt every webhook URL and secret with the newest key; returns how many schedules.
+
+    All or nothing: when some ciphertext opens with no key, nothing changes and the error names those
+    schedules.
+    """
+    box = SecretBox.from_settings(settings)
+    async with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            """SELECT id, name, webhook_url_enc, webhook_secret_enc FROM agentlab_sched.schedules
+                WHERE webhook_url_enc IS NOT NULL OR webhook_secret_enc IS NOT NULL
+                ORDER BY name FOR UPDATE"""
+        )
+        rows = await cur.fetchall()
+        updates, bad = [], []
+        for row in rows:
+            new_url = box.rotate(row["webhook_url_enc"]) if row["webhook_url_enc"] else None
+            new_secret = box.rotate(row["webhook_secret_enc"]) if row["webhook_secret_enc"] else None
+            if (row["webhook_url_enc"] and new_url is None) or (row["webhook_secret_enc"] and new_secret is None):
+                bad.append(row["name"])
+            updates.append((new_url, new_secret, row["id"]))
+        if bad:
+            raise SchedError("notify.rotate.undecryptable", "AGENTLAB_SCHED_SECRET_KEY", schedules=bad)
+        await cur.executemany(
+            "UPDATE agentlab_sched.schedules SET webhook_url_enc = %s, webhook_secret_enc = %s WHERE id = %s",
+            updates,
+        )
+    return len(updates)
+
+
+async def test_send(
+    conn: psycopg.AsyncConnection,
+    name: str,
+    settings: Settings,
+    *,
+    sender: Sender | None = None,
+    now: datetime | None = None,
+) -> TestResult:
+    """Send one test message through the webhook of schedule ``name`` and say exactly what it proved.
+
+    A delivery failure is a `TestResult` with ``ok`` False (the platform's code and text, and what to
+    fix); a schedule without a webhook, a missing key or a URL that no longer validates raise
+    `SchedError`.
+    """
+    loc = settings.locale
+    row = await _schedule_row(conn, name, lock=False)
+    if not row["webhook_url_enc"]:
+        raise SchedError("notify.no_webhook", "webhook_url", schedule=name)
+    box = SecretBox.from_settings(settings)
+    url = box.decrypt(row["webhook_url_enc"])
+    secret = box.decrypt(row["webhook_secret_enc"]) if row["webhook_secret_enc"] else None
+    if url is None or (row["webhook_secret_enc"] and secret is None):
+        raise SchedError("notify.undecryptable", "webhook_url", schedule=name)
+    checked = validate_url(url, row["webhook_format"], allow_private=settings.webhook_allow_private)
+    at = now or datetime.now(UTC)
+    signed = bool(secret) and checked.format in ("feishu", "dingtalk")
+    message = _test_message(name, row["timezone"], at, loc, signed=signed, public_url=settings.public_url)
+    request = prepare(checked.format, checked.url, secret, message, at)
+    own = sender is None
+    sender = sender or Sender()
+    try:
+        verdict = await sender.send(request, checked.platform, allow_private=settings.webhook_allow_private)
+    finally:
+        if own:
+            await sender.aclose()
+    platform = term(f"notify.platform.{checked.platform}")
+    if verdict.ok:
+        if checked.platform == "generic":
+            text = render(
+                "notify.test.delivered_generic",
+                loc,
+                status=verdict.http_status,
+                host=checked.host,
+                signed=term("notify.test.signature_generic") if secret else "",
+            )
+        else:
+            text = render(
+                "notify.test.delivered",
+                loc,
+                status=verdict.http_status,
+                platform=platform,
+                signed=term("notify.test.signature_ok") if signed else "",
+            )
+    else:
+        text = render("notify.test.failed", loc, problem=describe(verdict, loc))
+        if verdict.outcome == "retry":
+            text += " " + render("notify.test.would_retry", loc)
+    return TestResult(
+        ok=verdict.ok,
+        message=text,
+        http_status=verdict.http_status,
+        platform_code=verdict.platform_code,
+        platform_text=verdict.platform_text,
+        retryable=verdict.outcome == "retry",
+    )
+
+
+test_send.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
