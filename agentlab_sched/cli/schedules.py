@@ -175,9 +175,7 @@ Inputs = Annotated[
         help='Input template as a JSON object (or @file.json), e.g. \'{"day": "{{ schedule.date }}"}\'.',
     ),
 ]
-Timezone = Annotated[
-    str | None, typer.Option("--timezone", "--tz", help="IANA time zone, e.g. Asia/Shanghai.")
-]
+Timezone = Annotated[str | None, typer.Option("--timezone", "--tz", help="IANA time zone, e.g. Asia/Shanghai.")]
 Queue = Annotated[str | None, typer.Option("--queue", help="Procrastinate queue for the runs.")]
 Priority = Annotated[int | None, typer.Option("--priority", help="Procrastinate job priority.")]
 Overlap = Annotated[
@@ -186,13 +184,9 @@ Overlap = Annotated[
 Grace = Annotated[
     str | None, typer.Option("--misfire-grace", help="How late a missed fire may still run: 90s, 10m, 1h.")
 ]
-Timeout = Annotated[
-    str | None, typer.Option("--timeout", help="Abort a run still going after this long: 30m, 2h.")
-]
+Timeout = Annotated[str | None, typer.Option("--timeout", help="Abort a run still going after this long: 30m, 2h.")]
 Catchup = Annotated[str | None, typer.Option("--catchup", help="latest, none or all.")]
-MaxCatchup = Annotated[
-    int | None, typer.Option("--max-catchup", help="With --catchup all: at most this many.")
-]
+MaxCatchup = Annotated[int | None, typer.Option("--max-catchup", help="With --catchup all: at most this many.")]
 StartsAt = Annotated[str | None, typer.Option("--starts-at", help="Nothing fires before: 2026-03-01 09:00.")]
 EndsAt = Annotated[str | None, typer.Option("--ends-at", help="Nothing fires after: 2026-12-31 18:00.")]
 Remaining = Annotated[int | None, typer.Option("--remaining-runs", help="Stop after this many runs.")]
@@ -225,9 +219,7 @@ def _options(
         cronlib.check_timezone(timezone)
     return {
         "overlap": overlap,
-        "misfire_grace": common.parse_duration(misfire_grace, "misfire_grace")
-        if misfire_grace is not None
-        else None,
+        "misfire_grace": common.parse_duration(misfire_grace, "misfire_grace") if misfire_grace is not None else None,
         "timeout": common.parse_duration(timeout, "timeout") if timeout is not None else None,
         "queue": queue,
         "priority": priority,
@@ -248,9 +240,7 @@ def add_cmd(
     cron: Annotated[str, typer.Option("--cron", help='Cron expression, e.g. "0 9 * * 1-5" or @daily.')],
     task: Annotated[str, typer.Option("--task", help="Procrastinate task name, e.g. demo.echo.")],
     inputs: Inputs = None,
-    timezone: Annotated[
-        str, typer.Option("--timezone", "--tz", help="IANA time zone, e.g. Asia/Shanghai.")
-    ] = "UTC",
+    timezone: Annotated[str, typer.Option("--timezone", "--tz", help="IANA time zone, e.g. Asia/Shanghai.")] = "UTC",
     queue: Queue = None,
     priority: Priority = None,
     overlap: Overlap = None,
@@ -333,15 +323,11 @@ def edit_cmd(
         int | None,
         typer.Option("--expected-version", help="Refuse if someone changed it since this version."),
     ] = None,
-    webhook_url: Annotated[
-        str | None, typer.Option("--webhook-url", help="Notification webhook URL.")
-    ] = None,
+    webhook_url: Annotated[str | None, typer.Option("--webhook-url", help="Notification webhook URL.")] = None,
     webhook_format: Annotated[
         str | None, typer.Option("--webhook-format", help="generic, feishu, wecom or dingtalk.")
     ] = None,
-    webhook_secret: Annotated[
-        str | None, typer.Option("--webhook-secret", help="Signing secret of the bot.")
-    ] = None,
+    webhook_secret: Annotated[str | None, typer.Option("--webhook-secret", help="Signing secret of the bot.")] = None,
     webhook_events: Annotated[
         str | None,
         typer.Option("--webhook-events", help="Comma-separated: finished,failed,awaiting_approval."),
@@ -382,13 +368,14 @@ def edit_cmd(
             if webhook_given:
                 from .. import notify
 
-                events = (
-                    [e.strip() for e in webhook_events.split(",") if e.strip()] if webhook_events else None
-                )
-                await notify.set_webhook(
-                    conn, s.name, url=webhook_url, format=webhook_format, secret=webhook_secret,
-                    events=events, settings=settings,
-                )  # fmt: skip
+                # Only what was given: set_webhook keeps what it is not told (url=None would remove it).
+                given_webhook: dict[str, Any] = {
+                    key: value
+                    for key, value in (("url", webhook_url), ("format", webhook_format),
+                                       ("secret", webhook_secret), ("events", webhook_events))
+                    if value is not None
+                }  # fmt: skip
+                await notify.set_webhook(conn, s.name, settings=settings, **given_webhook)
                 s = await admin.get(conn, s.name)
         return s, before.version
 
@@ -410,9 +397,7 @@ def edit_cmd(
 def rm_cmd(
     ctx: typer.Context,
     name: Name,
-    missing_ok: Annotated[
-        bool, typer.Option("--missing-ok", help="Succeed when there is no such schedule.")
-    ] = False,
+    missing_ok: Annotated[bool, typer.Option("--missing-ok", help="Succeed when there is no such schedule.")] = False,
 ) -> None:
     """Delete a schedule and its fire history (its runs stay)."""
 
@@ -451,9 +436,7 @@ def resume_cmd(ctx: typer.Context, name: Name) -> None:
 
     was_enabled, s = common.run(ctx, resume)
     locale = common.state(ctx).locale
-    common.say(
-        ctx, "cli.already_running" if was_enabled else "cli.resumed", name=s.name, next=_next_text(s, locale)
-    )
+    common.say(ctx, "cli.already_running" if was_enabled else "cli.resumed", name=s.name, next=_next_text(s, locale))
 
 
 # ---------------------------------------------------------------------------------------------- next

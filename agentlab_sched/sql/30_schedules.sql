@@ -153,6 +153,13 @@ DECLARE
     same agentlab_sched.schedules%ROWTYPE;
     bad text;
 BEGIN
+    -- Whitespace inside a cron expression never changes its meaning: store it in one spelling so that
+    -- "0  9 * * *" is not a change of "0 9 * * *".
+    -- (The separators are the ASCII whitespace the cron parsers split on.)
+    IF NEW.cron IS NOT NULL AND (ins OR NEW.cron IS DISTINCT FROM OLD.cron) THEN
+        NEW.cron := regexp_replace(btrim(NEW.cron, E' \t\r\n\f\x0B'), '[ \t\r\n\f\v]+', ' ', 'g');
+    END IF;
+
     IF NOT ins THEN
         -- Bookkeeping only (a tick advancing next_run_at, counting failures): nothing to validate.
         same := NEW;
@@ -170,12 +177,6 @@ BEGIN
             END IF;
             RETURN NEW;
         END IF;
-    END IF;
-
-    -- Whitespace inside a cron expression never changes its meaning: store it in one spelling so that
-    -- "0  9 * * *" is not a change of "0 9 * * *".
-    IF NEW.cron IS NOT NULL THEN
-        NEW.cron := regexp_replace(btrim(NEW.cron, E' \t\r\n'), '[ \t\r\n]+', ' ', 'g');
     END IF;
 
     IF ins OR NEW.name IS DISTINCT FROM OLD.name THEN
