@@ -270,8 +270,12 @@ def _is_utc(tz: str) -> bool:
     return tz in ("UTC", "Etc/UTC")
 
 
-def _ambiguous(wall: datetime, zone: ZoneInfo) -> bool:
-    return wall.replace(tzinfo=zone, fold=0).utcoffset() != wall.replace(tzinfo=zone, fold=1).utcoffset()
+def _repeat_length(wall: datetime, zone: ZoneInfo) -> timedelta:
+    """How long the clock is set back at ``wall`` (zero when ``wall`` is not in a repeated hour)."""
+    first = wall.replace(tzinfo=zone, fold=0).utcoffset()
+    second = wall.replace(tzinfo=zone, fold=1).utcoffset()
+    assert first is not None and second is not None
+    return max(first - second, timedelta(0))
 
 
 def _gap_end(wall: datetime, zone: ZoneInfo) -> datetime:
@@ -288,12 +292,39 @@ def _gap_end(wall: datetime, zone: ZoneInfo) -> datetime:
     return datetime.fromtimestamp(hi, UTC)
 
 
-def _from_wall(wall: datetime, zone: ZoneInfo) -> tuple[datetime, Note | None]:
-    """A fixed-time fire at wall-clock time ``wall``: its instant (UTC) and DST note."""
-    at = wall.replace(tzinfo=zone).astimezone(UTC)  # fold=0: the first occurrence
-    if at.astimezone(zone).replace(tzinfo=None) != wall:
-        return _gap_end(wall, zone), "dst_gap"
-    return at, ("dst_repeat" if _ambiguous(wall, zone) else None)
+def _instants(
+    walls: Iterator[datetime], zone: ZoneInfo, fixed: bool, reverse: bool
+) -> Iterator[tuple[datetime, Note | None]]:
+    """Wall-clock due times (ascending, or descending when ``reverse``) as instants, in the same order.
+
+    Fixed time: a time in a gap -> the first instant after the jump; in a repeated hour -> its first
+    occurrence. Real time: a time in a gap never shows on the clock; one in a repeated hour shows twice,
+    so the repeated hour's due times come twice: all first occurrences, then all second ones.
+    """
+    repeated: list[datetime] = []  # real time: due times of the repeated hour not yet given out
+    for wall in walls:
+        at = wall.replace(tzinfo=zone).astimezone(UTC)  # fold=0: the first occurrence
+        if at.astimezone(zone).replace(tzinfo=None) != wall:  # in a gap
+            if fixed:
+                yield _gap_end(wall, zone), "dst_gap"
+            continue
+        if not _repeat_length(wall, zone):
+            if repeated:
+                yield from _both_occurrences(repeated, zone, reverse)
+                repeated = []
+            yield at, None
+        elif fixed:
+            yield at, "dst_repeat"
+        else:
+            repeated.append(wall)
+    if repeated:
+        yield from _both_occurrences(repeated, zone, reverse)
+
+
+def _both_occurrences(walls: list[datetime], zone: ZoneInfo, reverse: bool) -> Iterator[tuple[datetime, Note]]:
+    for fold in (1, 0) if reverse else (0, 1):
+        for wall in walls:
+            yield wall.replace(tzinfo=zone, fold=fold).astimezone(UTC), "dst_repeat"
 
 
 @dataclass(frozen=True)
@@ -312,8 +343,11 @@ class Cron:
 
     # -- cronsim ------------------------------------------------------------------------------------
 
-    def _sim(self, start: datetime, reverse: bool) -> CronSim:
-        """A cronsim iterator from ``start`` (whole seconds), without parsing the expression again."""
+    def _walls(self, start: datetime, reverse: bool) -> CronSim:
+        """cronsim over naive wall-clock times from ``start`` (exclusive), without parsing again.
+
+        Naive times keep cronsim to the calendar: DST is applied afterwards, by ``_instants``.
+        """
         if self._state is None:
             return CronSim(self.canonical, start, reverse=reverse)
         sim = CronSim.__new__(CronSim)
@@ -325,54 +359,43 @@ class Cron:
     def _forward(self, t: datetime, tz: str, inclusive: bool) -> Iterator[tuple[datetime, Note | None]]:
         """Due times after ``t`` (from ``t`` if inclusive), strictly increasing, with their notes."""
         t = _aware(t).astimezone(UTC)
-        start = t.replace(microsecond=0) - timedelta(seconds=1)  # cronsim ticks one second first
-        last: datetime | None = None
+        start = t.replace(microsecond=0) - timedelta(seconds=1)  # cronsim steps one second first
         if _is_utc(tz):
             check_timezone(tz)
-            for wall in self._sim(start.replace(tzinfo=None), False):
+            for wall in self._walls(start.replace(tzinfo=None), False):
                 at = wall.replace(tzinfo=UTC)
                 if at > t or (inclusive and at == t):
                     yield at, None
             return
         zone = _zone(tz)
-        if self.fixed_time:
-            walls = self._sim(start.astimezone(zone).replace(tzinfo=None), False)
-            candidates: Iterator[tuple[datetime, Note | None]] = (_from_wall(wall, zone) for wall in walls)
-        else:
-            candidates = (
-                (at, "dst_repeat" if _ambiguous(at.astimezone(zone).replace(tzinfo=None), zone) else None)
-                for at in (local.astimezone(UTC) for local in self._sim(start.astimezone(zone), False))
-            )
-        for at, note in candidates:
-            if (at < t or (at == t and not inclusive)) or (last is not None and at <= last):
-                continue  # before t (a repeated hour's second half), or a gap's fires merged into one
+        local = start.astimezone(zone)
+        wall = local.replace(tzinfo=None)
+        if not self.fixed_time and not local.fold:
+            wall -= _repeat_length(wall, zone)  # the repeated hour's second occurrences are still ahead
+        last: datetime | None = None
+        for at, note in _instants(self._walls(wall, False), zone, self.fixed_time, False):
+            if at < t or (at == t and not inclusive) or (last is not None and at <= last):
+                continue  # before t, or a gap's fixed times merged into one fire
             last = at
             yield at, note
 
     def _backward(self, t: datetime, tz: str, strict: bool) -> datetime | None:
-        """The latest due time at or before ``t`` (before ``t`` if strict), walking back from ``t``."""
+        """The latest due time at or before ``t`` (before ``t`` if strict), stepping back from ``t``."""
         t = _aware(t).astimezone(UTC)
-        start = t.replace(microsecond=0) + timedelta(seconds=1)  # cronsim ticks one second back first
+        start = t.replace(microsecond=0) + timedelta(seconds=1)  # cronsim steps one second back first
         if _is_utc(tz):
             check_timezone(tz)
-            for wall in self._sim(start.replace(tzinfo=None), True):
+            for wall in self._walls(start.replace(tzinfo=None), True):
                 at = wall.replace(tzinfo=UTC)
                 if at < t or (at == t and not strict):
                     return at
             return None
         zone = _zone(tz)
-        if self.fixed_time:
-            local = start.astimezone(zone)
-            wall = local.replace(tzinfo=None)
-            if local.fold:  # the second half of a repeated hour: the first half's fires are behind us too
-                wall += wall.replace(tzinfo=zone, fold=0).utcoffset() - local.utcoffset()
-            for candidate in self._sim(wall, True):
-                at, _ = _from_wall(candidate, zone)
-                if at < t or (at == t and not strict):
-                    return at
-            return None
-        for candidate in self._sim(start.astimezone(zone), True):
-            at = candidate.astimezone(UTC)
+        local = start.astimezone(zone)
+        wall = local.replace(tzinfo=None)
+        if local.fold:
+            wall += _repeat_length(wall, zone)  # the repeated hour's first occurrences are all behind us
+        for at, _ in _instants(self._walls(wall, True), zone, self.fixed_time, True):
             if at < t or (at == t and not strict):
                 return at
         return None
@@ -381,17 +404,15 @@ class Cron:
 
     def next_after(self, t: datetime, tz: str, *, inclusive: bool = False) -> datetime | None:
         """The first due time after ``t`` (at or after ``t`` if ``inclusive``), in UTC; None if none."""
-        for at, _ in self._forward(t, tz, inclusive):
-            return at
-        return None
+        return _next_after(self, _aware(t).astimezone(UTC), tz, inclusive)  # UTC: no fold in the key
 
     def latest_at_or_before(self, t: datetime, tz: str) -> datetime | None:
         """The latest due time at or before ``t`` (cronsim in reverse: no walk through a backlog)."""
-        return self._backward(t, tz, strict=False)
+        return _backward(self, _aware(t).astimezone(UTC), tz, False)
 
     def previous_before(self, t: datetime, tz: str) -> datetime | None:
         """The latest due time strictly before ``t``."""
-        return self._backward(t, tz, strict=True)
+        return _backward(self, _aware(t).astimezone(UTC), tz, True)
 
     def iter_from(self, t: datetime, tz: str, *, inclusive: bool = False) -> Iterator[datetime]:
         """Due times after ``t`` (at or after if ``inclusive``), in UTC, strictly increasing."""
@@ -408,3 +429,19 @@ class Cron:
             if len(result) >= n:
                 break
         return result
+
+
+# A tick computes the same answers for every schedule sharing a cron text and a zone (same ``now``):
+# remember the latest ones. Results depend on nothing else (the zone data is fixed in a process).
+
+
+@functools.lru_cache(maxsize=16384)
+def _next_after(cron: Cron, t: datetime, tz: str, inclusive: bool) -> datetime | None:
+    for at, _ in cron._forward(t, tz, inclusive):
+        return at
+    return None
+
+
+@functools.lru_cache(maxsize=16384)
+def _backward(cron: Cron, t: datetime, tz: str, strict: bool) -> datetime | None:
+    return cron._backward(t, tz, strict)
