@@ -1,0 +1,214 @@
+"""Fire storm: N schedules due at the same instant; how long until all are recorded and queued.
+
+    python -m bench.fire_storm                    # N = 1000 and 10000, two rounds each
+    python -m bench.fire_storm -n 100000 --rounds 1
+    python -m bench.fire_storm -n 10000 --profile # where the time goes, inside PostgreSQL too
+    python -m bench.fire_storm --auto-plans       # the firing session with plan_cache_mode = auto
+
+One `fire_due` call (what the tick and the precise loop run) on a fresh database holding N schedules whose
+next_run_at is the same instant T, at now = T + 0.2 s: every schedule gets its ledger row, its run and
+its Procrastinate job. Reported: seconds, fires per second, round trips per tick and per batch, and where
+the time went (claim, planning in Python, apply, commit). In the same run, on fresh databases, the same N
+jobs deferred through Procrastinate one by one (`defer_async`, one transaction each: the naive
+baseline) and all at once (`batch_defer_async`), as ratios.
+
+Our connections set plan_cache_mode = force_custom_plan (agentlab_sched.db.connect_kwargs, against a bad
+cached plan of Procrastinate's fetch query); that makes every statement inside our plpgsql functions be
+planned again on every call. ``--auto-plans`` sets it back to ``auto`` on the firing session only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+
+from agentlab_sched import db, tick
+from agentlab_sched.demo import make_app
+from agentlab_sched.settings import Settings
+
+from . import common
+
+#: The shared due instant (a minute boundary: the schedules are every-minute).
+T = datetime(2030, 1, 1, tzinfo=UTC)
+NOW = T + timedelta(milliseconds=200)
+SETTINGS = Settings(locale="en")
+
+
+def _inputs(template: bool) -> dict[str, Any]:
+    return {"report": "daily", "day": "{{ schedule.date }}"} if template else {"report": "daily", "day": "2030-01-01"}
+
+
+class _TimedConnection:
+    """The connection `fire_due` uses, timing its statements (claim, apply) on the way."""
+
+    def __init__(self, conn: psycopg.AsyncConnection[Any], spent: dict[str, float]) -> None:
+        self._conn = conn
+        self._spent = spent
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    async def execute(self, query: Any, params: Any = None) -> Any:
+        began = time.perf_counter()
+        try:
+            return await self._conn.execute(query, params)
+        finally:
+            text = str(query)
+            key = "claim" if "claim_due" in text else "apply" if "apply_plans" in text else "other"
+            self._spent[key] = self._spent.get(key, 0.0) + time.perf_counter() - began
+
+
+async def _fire_storm(url: str, n: int, template: bool, profile: bool, auto_plans: bool = False) -> dict[str, Any]:
+    with psycopg.connect(url, autocommit=True) as setup:
+        common.insert_schedules(setup, n, cron="* * * * *", next_run_at=T, prefix="storm", inputs=_inputs(template))
+    common.settle(url)
+    conn = await db.connect(url, locale="en")
+    spent: dict[str, float] = {}
+    plan_one = tick._plan_one
+
+    async def timed_plan(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        began = time.perf_counter()
+        try:
+            return await plan_one(*args, **kwargs)
+        finally:
+            spent["plan"] = spent.get("plan", 0.0) + time.perf_counter() - began
+
+    try:
+        if profile:
+            await conn.execute("SET track_functions = 'pl'")
+        if auto_plans:
+            await conn.execute("SET plan_cache_mode = auto")
+        await conn.execute("SELECT agentlab_sched.register_tasks(ARRAY['demo.echo'])")
+        tick._plan_one = timed_plan  # type: ignore[assignment]
+        began = time.perf_counter()
+        report = await tick.fire_due(_TimedConnection(conn, spent), NOW, settings=SETTINGS)  # type: ignore[arg-type]
+        seconds = time.perf_counter() - began
+        tick._plan_one = plan_one  # type: ignore[assignment]
+        cur = await conn.execute(
+            """SELECT (SELECT count(*) FROM agentlab_sched.fires WHERE status = 'started') AS fires,
+                      (SELECT count(*) FROM agentlab_sched.runs WHERE job_id IS NOT NULL) AS runs,
+                      (SELECT count(*) FROM procrastinate_jobs WHERE status = 'todo') AS jobs"""
+        )
+        counts = await cur.fetchone()
+        functions = await _function_times(conn) if profile else None
+    finally:
+        tick._plan_one = plan_one  # type: ignore[assignment]
+        await conn.close()
+    assert counts == {"fires": n, "runs": n, "jobs": n}, counts
+    split = {k: round(v, 3) for k, v in spent.items()}
+    split["commit_and_python"] = round(seconds - sum(spent.values()), 3)
+    result = {
+        "n": n,
+        "seconds": round(seconds, 3),
+        "fires_per_s": round(n / seconds),
+        "round_trips": report.round_trips,
+        "batches": report.batches,
+        "round_trips_per_batch": round(report.round_trips / max(report.batches, 1), 2),
+        "split_seconds": split,
+    }
+    if functions is not None:
+        result["plpgsql_ms"] = functions
+    return result
+
+
+async def _function_times(conn: psycopg.AsyncConnection[Any]) -> list[dict[str, Any]]:
+    """Total and self time per plpgsql function (track_functions = 'pl'), biggest self time first."""
+    await conn.execute("SELECT pg_stat_force_next_flush()")
+    await asyncio.sleep(0.1)
+    await conn.execute("SELECT pg_stat_clear_snapshot()")
+    cur = await conn.execute(
+        """SELECT schemaname || '.' || funcname AS function, calls, round(total_time::numeric, 1) AS total_ms,
+                  round(self_time::numeric, 1) AS self_ms
+           FROM pg_stat_user_functions ORDER BY self_time DESC LIMIT 15"""
+    )
+    return [{k: (float(v) if k.endswith("_ms") else v) for k, v in row.items()} for row in await cur.fetchall()]
+
+
+async def _defer_baseline(url: str, n: int, template: bool, batch: bool) -> float:
+    """Seconds to defer n demo.echo jobs through Procrastinate: one by one, or in one batch."""
+    app = make_app(url)
+    kwargs = {"report": "daily", "day": "2030-01-01"}
+    async with app.open_async():
+        task = app.tasks["demo.echo"]
+        began = time.perf_counter()
+        if batch:
+            await task.batch_defer_async(*([kwargs] * n))
+        else:
+            for _ in range(n):
+                await task.defer_async(**kwargs)
+        return time.perf_counter() - began
+
+
+def run(ns: list[int], rounds: int, template: bool, profile: bool, baselines: bool, auto_plans: bool) -> dict[str, Any]:
+    results: dict[str, Any] = {
+        "machine": common.machine(),
+        "rounds": rounds,
+        "template": template,
+        "plan_cache_mode": "auto" if auto_plans else "force_custom_plan",
+        "by_n": [],
+    }
+    with common.server() as srv:
+        results["postgres"] = srv.version()
+        for n in ns:
+            storms, naive, batch = [], [], []
+            for _ in range(rounds):
+                with srv.database() as url:
+                    storms.append(asyncio.run(_fire_storm(url, n, template, profile, auto_plans)))
+                if baselines:
+                    with srv.database() as url:
+                        naive.append(asyncio.run(_defer_baseline(url, n, template, batch=False)))
+                    with srv.database() as url:
+                        batch.append(asyncio.run(_defer_baseline(url, n, template, batch=True)))
+            seconds = common.median([s["seconds"] for s in storms])
+            row: dict[str, Any] = {
+                "n": n,
+                "seconds_median": round(seconds, 3),
+                "fires_per_s_median": round(n / seconds),
+                "ms_per_1000_fires": round(seconds / n * 1e6, 1),
+                "rounds": storms,
+            }
+            if baselines:
+                row["naive_defer_seconds"] = [round(s, 3) for s in naive]
+                row["naive_jobs_per_s_median"] = round(n / common.median(naive))
+                row["batch_defer_seconds"] = [round(s, 3) for s in batch]
+                row["batch_jobs_per_s_median"] = round(n / common.median(batch))
+                row["speedup_vs_naive"] = round(common.median(naive) / seconds, 1)
+                row["ratio_to_batch_defer"] = round(seconds / common.median(batch), 2)
+            results["by_n"].append(row)
+            print(
+                f"N={n}: {seconds:.2f} s, {n / seconds:,.0f} fires/s"
+                + (
+                    f"; naive defer {common.median(naive):.2f} s, batch defer {common.median(batch):.2f} s"
+                    if baselines
+                    else ""
+                ),
+                flush=True,
+            )
+    results["machine"]["loadavg_end"] = common.machine()["loadavg"]
+    return results
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-n", type=int, action="append", help="schedules due at once (repeatable)")
+    parser.add_argument("--rounds", type=int, default=2, help="measurements per N (the median is reported)")
+    parser.add_argument("--plain-inputs", action="store_true", help="inputs without placeholders (no rendering)")
+    parser.add_argument("--profile", action="store_true", help="also time each plpgsql function (track_functions)")
+    parser.add_argument("--auto-plans", action="store_true", help="plan_cache_mode = auto on the firing session")
+    parser.add_argument("--no-baselines", action="store_true", help="skip the procrastinate defer baselines")
+    parser.add_argument("--save", help="write the JSON result to this file too")
+    args = parser.parse_args()
+    out = run(
+        args.n or [1000, 10000],
+        args.rounds,
+        not args.plain_inputs,
+        args.profile,
+        not args.no_baselines,
+        args.auto_plans,
+    )
+    common.emit(out, args.save)
