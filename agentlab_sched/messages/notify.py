@@ -119,8 +119,8 @@ MESSAGES.update(
             "加回(放在新密钥之后),或重新设置这些 Webhook",
         ),
         "notify.rotate.done": (
-            "re-encrypted the webhooks of {count} schedules with the newest key",
-            "已用最新的密钥重新加密 {count} 个定时任务的 Webhook",
+            "schedules whose webhook was re-encrypted with the newest key: {count}",
+            "已用最新的密钥重新加密 Webhook 的定时任务:{count} 个",
         ),
         "notify.no_webhook": (
             "schedule {schedule} has no webhook; set one with: agentlab-sched schedules edit {schedule} "
