@@ -110,11 +110,11 @@ BEGIN
     END IF;
     IF value < interval '0' THEN
         PERFORM agentlab_sched.fail('schedule.negative', field, jsonb_build_object(
-            'field', agentlab_sched.field_term(field), 'value', value::text));
+            'field', agentlab_sched.field_term(field), 'value', justify_interval(value)::text));
     END IF;
     IF strictly_positive AND value = interval '0' THEN
         PERFORM agentlab_sched.fail('schedule.not_positive', field, jsonb_build_object(
-            'field', agentlab_sched.field_term(field), 'value', value::text));
+            'field', agentlab_sched.field_term(field), 'value', justify_interval(value)::text));
     END IF;
 END
 $$;
