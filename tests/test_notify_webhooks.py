@@ -264,6 +264,9 @@ async def test_send_generic_to_a_real_local_server(conn: psycopg.AsyncConnection
         "not delivered: the receiver answered HTTP 503, a temporary failure "
         "Notifications retry this kind of failure with backoff."
     )
+    receiver.hang = True
+    result = await notify_webhooks.test_send(conn, "daily-report", allow, sender=Sender(timeout=0.3, resolver=fake_dns))
+    assert result.retryable and result.message.startswith("not delivered: 127.0.0.1 did not answer within 0.3 seconds")
     # the same URL is refused at send time once private targets are no longer allowed
     with pytest.raises(ValidationError):
         await notify_webhooks.test_send(conn, "daily-report", settings(), sender=Sender(resolver=fake_dns))

@@ -29,6 +29,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from .. import db
+from ..errors import SchedError
 from ..messages import duration, render
 from ..settings import Settings
 from .content import EventInfo, event_message
@@ -396,7 +397,11 @@ class Dispatcher:
         if not self.settings.secret_keys:
             log.warning(render("notify.no_key_dispatch", self.settings.locale))
             return
-        SecretBox.from_settings(self.settings)  # a malformed key fails here, not in every worker
+        try:
+            SecretBox.from_settings(self.settings)  # a malformed key fails here, not in every worker
+        except SchedError as exc:
+            log.error("%s", exc.message(self.settings.locale))
+            return
         self._stopping = self._cancel_sends = False
         if self._sender is None:
             self._sender = Sender()

@@ -6,12 +6,18 @@ import httpx
 
 from ..errors import ValidationError
 from .platforms import Prepared, Verdict, judge
+from .secrets import mask_url
 from .urls import Resolver, check_destination, system_resolver
 
 #: Seconds for one attempt (connect, write, read): a hanging receiver costs at most this.
 DEFAULT_TIMEOUT = 10.0
 #: Bytes of an answer kept for judging and recording.
 MAX_ANSWER = 65_536
+
+
+def _hide(text: str, url: str) -> str:
+    """An error text with the URL (a credential) masked."""
+    return text.replace(url, mask_url(url)) if url else text
 
 
 class Sender:
@@ -59,12 +65,14 @@ class Sender:
         except ValidationError as exc:
             return Verdict("failed", problem=exc.code, problem_params=exc.params)
         except (httpx.InvalidURL, UnicodeError) as exc:
-            return Verdict("failed", problem="notify.problem.bad_url", problem_params={"detail": str(exc)})
+            return Verdict(
+                "failed", problem="notify.problem.bad_url", problem_params={"detail": _hide(str(exc), request.url)}
+            )
         except OSError as exc:
             return Verdict(
                 "retry",
                 problem="notify.problem.dns",
-                problem_params={"host": host, "detail": str(exc) or type(exc).__name__},
+                problem_params={"host": host, "detail": _hide(str(exc), request.url) or type(exc).__name__},
             )
         try:
             async with self._client.stream("POST", url, content=request.body, headers=request.headers) as answer:
@@ -77,17 +85,16 @@ class Sender:
             return Verdict(
                 "retry",
                 problem="notify.problem.timeout",
-                problem_params={"host": host, "seconds": self.timeout},
+                problem_params={"host": host, "seconds": f"{self.timeout:g}"},
             )
         except httpx.TransportError as exc:
             return Verdict(
                 "retry",
                 problem="notify.problem.network",
-                problem_params={"host": host, "detail": str(exc) or type(exc).__name__},
+                problem_params={"host": host, "detail": _hide(str(exc), request.url) or type(exc).__name__},
             )
-        except (
-            httpx.HTTPError,
-            httpx.InvalidURL,
-        ) as exc:  # InvalidURL, unsupported protocol, ...: the URL itself is wrong
-            return Verdict("failed", problem="notify.problem.bad_url", problem_params={"detail": str(exc)})
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:  # the URL itself is unusable
+            return Verdict(
+                "failed", problem="notify.problem.bad_url", problem_params={"detail": _hide(str(exc), request.url)}
+            )
         return judge(platform, answer.status_code, answer.headers, body[:MAX_ANSWER])
