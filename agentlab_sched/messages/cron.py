@@ -22,10 +22,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "cron 表达式应有 5 或 6 个字段,「{expr}」有 {count} 个",
     ),
     "cron.macro_unknown": (
-        "cron: unknown macro {value} "
-        "(known: @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly)",
-        "cron 表达式中的 {value} 不是可用的宏"
-        "(可用:@yearly、@annually、@monthly、@weekly、@daily、@midnight、@hourly)",
+        "cron: unknown macro {value} (known: @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly)",
+        "cron 表达式中的 {value} 不是可用的宏(可用:@yearly、@annually、@monthly、@weekly、@daily、@midnight、@hourly)",
     ),
     # One field.
     "cron.out_of_range": (
@@ -71,8 +69,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     ),
     # Time zones.
     "timezone.unknown": (
-        "timezone: {value} is not a known time zone (use an IANA name such as Asia/Shanghai or "
-        "America/New_York)",
+        "timezone: {value} is not a known time zone (use an IANA name such as Asia/Shanghai or America/New_York)",
         "时区 {value} 不是可用的时区(请使用 IANA 名称,例如 Asia/Shanghai、America/New_York)",
     ),
 }

@@ -21,25 +21,32 @@ $$;
 CREATE OR REPLACE FUNCTION agentlab_sched._cron_value(token text, idx int, OUT value int, OUT problem jsonb)
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 DECLARE
-    lo int := (ARRAY[0, 0, 1, 1, 0, 0])[idx];
-    hi int := (ARRAY[59, 23, 31, 12, 7, 59])[idx];
-    names text[] := CASE idx
-        WHEN 4 THEN ARRAY['JAN', 'FEB', 'MAR', 'APR', 'MAY', 'JUN', 'JUL', 'AUG', 'SEP', 'OCT', 'NOV', 'DEC']
-        WHEN 5 THEN ARRAY['SUN', 'MON', 'TUE', 'WED', 'THU', 'FRI', 'SAT']
-    END;
-    upper_token text := upper(token COLLATE "C");  -- ASCII letters only, whatever the database locale
-    letters boolean := token COLLATE "C" ~ '^[A-Za-z]+$';
+    lo int;
+    hi int;
+    names text[];
+    upper_token text;
+    letters boolean;
     pos int;
 BEGIN
     IF token ~ '^[0-9]+$' THEN
-        IF token::numeric < lo OR token::numeric > hi THEN
+        lo := (ARRAY[0, 0, 1, 1, 0, 0])[idx];
+        hi := (ARRAY[59, 23, 31, 12, 7, 59])[idx];
+        IF length(ltrim(token, '0')) <= 9 THEN  -- fits an int (leading zeros do not count)
+            value := token::int;
+        END IF;
+        IF value IS NULL OR value < lo OR value > hi THEN
+            value := NULL;
             problem := agentlab_sched._cron_problem('cron.out_of_range', idx,
                 jsonb_build_object('value', token, 'min', lo, 'max', hi));
-        ELSE
-            value := token::int;
         END IF;
         RETURN;
     END IF;
+    names := CASE idx
+        WHEN 4 THEN ARRAY['JAN', 'FEB', 'MAR', 'APR', 'MAY', 'JUN', 'JUL', 'AUG', 'SEP', 'OCT', 'NOV', 'DEC']
+        WHEN 5 THEN ARRAY['SUN', 'MON', 'TUE', 'WED', 'THU', 'FRI', 'SAT']
+    END;
+    upper_token := upper(token COLLATE "C");  -- ASCII letters only, whatever the database locale
+    letters := token COLLATE "C" ~ '^[A-Za-z]+$';
     IF names IS NOT NULL AND letters THEN
         pos := array_position(names, upper_token);
         IF pos IS NOT NULL THEN
@@ -75,7 +82,7 @@ DECLARE
     step int;
     r record;
 BEGIN
-    vals := '{}';
+    vals := '{}';  -- filled for day-of-month and month only
     FOREACH item IN ARRAY string_to_array(txt, ',') LOOP
         IF item = '' THEN
             problem := agentlab_sched._cron_problem('cron.list_empty_item', idx, jsonb_build_object('value', txt));
@@ -143,7 +150,11 @@ BEGIN
             END IF;
             step := step_text::int;
         END IF;
-        vals := vals || ARRAY(SELECT generate_series(first_value, last_value, step));
+        IF idx IN (3, 4) THEN  -- the values matter for day-of-month and month only (days that never come)
+            FOR v IN first_value..last_value BY step LOOP
+                vals := vals || v;
+            END LOOP;
+        END IF;
     END LOOP;
 END
 $$;
@@ -161,6 +172,9 @@ DECLARE
     r record;
     dom int[];
     months int[];
+    d int;
+    m int;
+    longest int := 0;
 BEGIN
     IF txt = '' THEN
         RETURN jsonb_build_object('code', 'cron.empty', 'field', 'cron', 'params', '{}'::jsonb);
@@ -199,9 +213,15 @@ BEGIN
         END IF;
     END LOOP;
     -- With AND (either day field starts with *), a day-of-month no month has never fires.
-    IF (left(parts[3], 1) = '*' OR left(parts[5], 1) = '*')
-       AND (SELECT min(d) FROM unnest(dom) AS d) >
-           (SELECT max((ARRAY[31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])[m]) FROM unnest(months) AS m) THEN
+    IF left(parts[3], 1) = '*' OR left(parts[5], 1) = '*' THEN
+        FOREACH m IN ARRAY months LOOP
+            longest := greatest(longest, (ARRAY[31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])[m]);
+        END LOOP;
+        FOREACH d IN ARRAY dom LOOP
+            IF d <= longest THEN
+                RETURN NULL;
+            END IF;
+        END LOOP;
         RETURN agentlab_sched._cron_problem('cron.day_never', 3,
             jsonb_build_object('value', parts[3], 'month', parts[4]));
     END IF;

@@ -1,0 +1,316 @@
+"""The SQL validator (sql/20_cron.sql) against the Python parser: same language, codes and words.
+
+One database for the module (cloned from the migrated template), one connection reused by every test,
+including the property test.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from psycopg import conninfo
+
+from agentlab_sched import db
+from agentlab_sched.cron import MACROS, check_timezone
+from agentlab_sched.errors import ValidationError, from_database
+
+from .test_cron import BAD, VALID, problem_of
+
+
+@pytest.fixture(scope="module")
+def sql(pg_server: str, template_db: str) -> Iterator[psycopg.Connection[Any]]:
+    """An autocommit connection (locale en) to a database of this module's own."""
+    name = f"cron_sql_{os.getpid()}"
+    with psycopg.connect(pg_server, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    try:
+        with db.connect_sync(conninfo.make_conninfo(pg_server, dbname=name), locale="en") as conn:
+            yield conn
+    finally:
+        with psycopg.connect(pg_server, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def sql_problem(conn: psycopg.Connection[Any], expr: str | None) -> dict[str, Any] | None:
+    return conn.execute("SELECT agentlab_sched.cron_problem(%s) AS p", (expr,)).fetchone()["p"]
+
+
+def refusal(conn: psycopg.Connection[Any], query: str, arg: str | None, locale: str) -> psycopg.Error:
+    conn.execute("SELECT set_config('agentlab_sched.locale', %s, false)", (locale,))
+    try:
+        with pytest.raises(psycopg.Error) as caught:
+            conn.execute(query, (arg,))
+    finally:
+        conn.execute("SELECT set_config('agentlab_sched.locale', 'en', false)")
+    return caught.value
+
+
+# --------------------------------------------------------------------------------------------------
+# The same bad inputs as the Python tests: same code and params, same words in en and zh-CN
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("expr", "code", "en", "zh"), BAD, ids=[b[0] or "(empty)" for b in BAD])
+def test_sql_refuses_what_python_refuses_with_the_same_words(
+    sql: psycopg.Connection[Any], expr: str, code: str, en: str, zh: str
+) -> None:
+    assert sql_problem(sql, expr) == problem_of(expr)
+    assert sql_problem(sql, expr)["code"] == code  # type: ignore[index]
+    for locale, words in (("en", en), ("zh-CN", zh)):
+        err = refusal(sql, "SELECT agentlab_sched.check_cron(%s)", expr, locale)
+        assert err.diag.message_primary == words
+        assert (err.diag.sqlstate, err.diag.column_name) == ("22023", "cron")
+        rebuilt = from_database(err)
+        assert isinstance(rebuilt, ValidationError)
+        assert (rebuilt.code, rebuilt.field, rebuilt.message("en"), rebuilt.message("zh-CN")) == (code, "cron", en, zh)
+
+
+@pytest.mark.parametrize("expr", [*VALID, *MACROS, "@DAILY", " 0 9 * * MON-FRI ", "0\t9 * * mon-fri", "0 0 31 2 MON"])
+def test_sql_accepts_what_python_accepts(sql: psycopg.Connection[Any], expr: str) -> None:
+    assert problem_of(expr) is None
+    assert sql_problem(sql, expr) is None
+    sql.execute("SELECT agentlab_sched.check_cron(%s)", (expr,))
+
+
+def test_null_is_an_empty_expression(sql: psycopg.Connection[Any]) -> None:
+    assert sql_problem(sql, None) == {"code": "cron.empty", "field": "cron", "params": {}}
+
+
+def test_names_are_read_in_ascii_whatever_the_locale(sql: psycopg.Connection[Any]) -> None:
+    # upper() and lower() run under COLLATE "C" in SQL and on ASCII letters only in Python
+    assert sql_problem(sql, "0 0 * * fri") is None
+    assert sql_problem(sql, "@Daily") is None
+    for expr in ("0 0 * * frı", "0 0 * * ſun", "@daılY"):  # dotless i and long s upper-case to I and S
+        assert sql_problem(sql, expr) == problem_of(expr)
+        assert sql_problem(sql, expr)["code"] in ("cron.not_a_number", "cron.macro_unknown")  # type: ignore[index]
+
+
+# --------------------------------------------------------------------------------------------------
+# Property: Python parse and SQL cron_problem agree on every expression, valid or broken
+# --------------------------------------------------------------------------------------------------
+
+_LO = [0, 0, 1, 1, 0, 0]
+_HI = [59, 23, 31, 12, 7, 59]
+_NAMES = [
+    [],
+    [],
+    [],
+    "JAN FEB MAR APR MAY JUN JUL AUG SEP OCT NOV DEC".split(),
+    "SUN MON TUE WED THU FRI SAT".split(),
+    [],
+]
+_ODD = [
+    "L",
+    "LW",
+    "15W",
+    "5L",
+    "FRIL",
+    "l",
+    "*",
+    "?",
+    "#",
+    "x",
+    "1.5",
+    "",
+    "-",
+    "０",
+    "٣",
+    "ı",
+    "ſ",
+    "Ⅻ",
+    "ﬀ",
+    "MONDAY",
+]
+
+
+def _value(idx: int) -> st.SearchStrategy[str]:
+    names = _NAMES[idx]
+    return st.one_of(
+        st.integers(_LO[idx] - 2, _HI[idx] + 2).map(str),
+        st.integers(_LO[idx], _HI[idx]).map(lambda v: f"0{v}"),
+        st.sampled_from(["0000000000005", "9999999999", "4294967301", "99999999999999999999"]),
+        st.sampled_from([f(n) for n in names or ["MON", "JAN"] for f in (str.upper, str.lower, str.title)]),
+        st.sampled_from(_ODD),
+    )
+
+
+def _step(idx: int) -> st.SearchStrategy[str]:
+    return st.one_of(st.integers(0, _HI[idx] + 2).map(str), st.sampled_from(["", "x", "1/2", "-1", "*", "007"]))
+
+
+def _item(idx: int) -> st.SearchStrategy[str]:
+    v, s = _value(idx), _step(idx)
+    return st.one_of(
+        v,
+        st.just("*"),
+        st.tuples(v, v).map("-".join),
+        s.map(lambda step: f"*/{step}"),
+        st.tuples(v, v, s).map(lambda t: f"{t[0]}-{t[1]}/{t[2]}"),
+        st.tuples(v, s).map("/".join),
+        st.text(alphabet="0123456789*/-,#?LWMONJAx", max_size=6),
+    )
+
+
+def _field(idx: int) -> st.SearchStrategy[str]:
+    return st.lists(_item(idx), min_size=1, max_size=3).map(",".join)
+
+
+def _valid_item(idx: int) -> st.SearchStrategy[str]:
+    lo, hi = _LO[idx], _HI[idx]
+    value = st.integers(lo, hi)
+    return st.one_of(
+        value.map(str),
+        st.just("*"),
+        st.integers(1, hi).map(lambda s: f"*/{s}"),
+        st.tuples(value, value, st.integers(1, hi)).map(lambda t: f"{min(t[:2])}-{max(t[:2])}/{t[2]}"),
+        st.sampled_from(_NAMES[idx] or ["*"]),
+    )
+
+
+FIELDS = [_field(i) for i in range(6)]
+VALID_FIELDS = [st.lists(_valid_item(i), min_size=1, max_size=3).map(",".join) for i in range(6)]
+SEPARATORS = st.sampled_from([" ", " ", "  ", "\t", " \t", "\u00a0", "\x0b", "\n", "\u2003"])
+
+
+@st.composite
+def expressions(draw: st.DrawFn) -> str:
+    """Cron-shaped text: 4 to 7 fields, each valid or broken in one of many ways."""
+    count = draw(st.sampled_from([5, 5, 5, 6, 6, 4, 7]))
+    kinds = VALID_FIELDS if draw(st.booleans()) else FIELDS
+    text = draw(st.sampled_from(["", " ", "\t"]))
+    for i in range(count):
+        text += draw(kinds[min(i, 5)]) + draw(SEPARATORS)
+    return text
+
+
+MACRO_LIKE = st.sampled_from(
+    [*MACROS, "@reboot", "@Daily", "@HOURLY", " @weekly ", "@daily x", "@", "@dailyı", "@ daily"]
+)
+ANY_TEXT = st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(expressions(), expressions(), MACRO_LIKE, ANY_TEXT))
+def test_python_and_sql_agree_on_every_expression(sql: psycopg.Connection[Any], expr: str) -> None:
+    assert sql_problem(sql, expr) == problem_of(expr)
+
+
+# --------------------------------------------------------------------------------------------------
+# Time zones
+# --------------------------------------------------------------------------------------------------
+
+ZONES = [
+    *("UTC", "Etc/UTC", "America/New_York", "Europe/Berlin", "Asia/Shanghai", "US/Pacific", "EST5EDT", "EST"),
+    *("GMT+0", "GMT0", "Etc/GMT+5", "Etc/GMT-14", "Factory", "Zulu", "UCT", "CET", "America/Argentina/Buenos_Aires"),
+    # refused: abbreviations, POSIX strings, other spellings, files that are not zones, paths
+    *("PST", "CEST", "UTC+3", "GMT+5", "EST5", "<+03>-3", "america/new_york", "AMERICA/NEW_YORK", "America"),
+    *("America/", "/UTC", "../UTC", "./UTC", "UTC ", " UTC", "Asia/Shanghai\n", "", "localtime", "posixrules"),
+    *("posix/UTC", "right/UTC", "Mars/Olympus", "Etc/GMT+15", "z", "utc"),
+]
+
+
+def python_zone_ok(name: str | None) -> bool:
+    try:
+        check_timezone(name)  # type: ignore[arg-type]
+    except ValidationError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("name", ZONES)
+def test_sql_and_python_know_the_same_time_zones(sql: psycopg.Connection[Any], name: str) -> None:
+    problem = sql.execute("SELECT agentlab_sched.timezone_problem(%s) AS p", (name,)).fetchone()["p"]
+    assert (problem is None) == python_zone_ok(name)
+    if problem is not None:
+        assert problem == {"code": "timezone.unknown", "field": "timezone", "params": {"value": name}}
+
+
+def test_every_zone_postgresql_lists_is_accepted_by_both(sql: psycopg.Connection[Any]) -> None:
+    rows = sql.execute(
+        "SELECT name, agentlab_sched.timezone_problem(name) IS NULL AS ok FROM pg_timezone_names"
+    ).fetchall()
+    assert len(rows) > 400
+    refused_by_sql = [r["name"] for r in rows if not r["ok"]]
+    refused_by_python = [r["name"] for r in rows if not python_zone_ok(r["name"])]
+    assert refused_by_sql == []
+    assert refused_by_python == []
+
+
+def test_refused_time_zone_words(sql: psycopg.Connection[Any]) -> None:
+    en = "timezone: PST is not a known time zone (use an IANA name such as Asia/Shanghai or America/New_York)"
+    zh = "时区 PST 不是可用的时区(请使用 IANA 名称,例如 Asia/Shanghai、America/New_York)"
+    for locale, words in (("en", en), ("zh-CN", zh)):
+        err = refusal(sql, "SELECT agentlab_sched.check_timezone(%s)", "PST", locale)
+        assert err.diag.message_primary == words
+        assert (err.diag.sqlstate, err.diag.column_name) == ("22023", "timezone")
+        rebuilt = from_database(err)
+        assert rebuilt is not None and (rebuilt.code, rebuilt.params) == ("timezone.unknown", {"value": "PST"})
+    sql.execute("SELECT agentlab_sched.check_timezone('Asia/Shanghai')")
+
+
+def test_checking_a_time_zone_leaves_the_session_time_zone_alone(sql: psycopg.Connection[Any]) -> None:
+    sql.execute("SET TimeZone = 'Asia/Tokyo'")
+    try:
+        row = sql.execute(
+            "SELECT agentlab_sched.timezone_problem('America/New_York') AS a,"
+            " agentlab_sched.timezone_problem('Nowhere/Else') AS b, current_setting('TimeZone') AS tz"
+        ).fetchone()
+        assert (row["a"], row["b"]["code"], row["tz"]) == (None, "timezone.unknown", "Asia/Tokyo")
+        with sql.transaction():
+            sql.execute("SET LOCAL TimeZone = 'Europe/Berlin'")
+            sql.execute("SELECT agentlab_sched.check_timezone('America/New_York')")
+            assert sql.execute("SELECT current_setting('TimeZone') AS tz").fetchone()["tz"] == "Europe/Berlin"
+        assert sql.execute("SELECT current_setting('TimeZone') AS tz").fetchone()["tz"] == "Asia/Tokyo"
+    finally:
+        sql.execute("RESET TimeZone")
+
+
+# --------------------------------------------------------------------------------------------------
+# Cost and volatility
+# --------------------------------------------------------------------------------------------------
+
+
+def test_validation_cost_per_schedule_write(sql: psycopg.Connection[Any]) -> None:
+    # distinct arguments per row, so nothing is folded into a constant
+    n = 2000
+    t0 = time.perf_counter()
+    sql.execute(
+        "SELECT count(agentlab_sched.timezone_problem((ARRAY['Europe/Berlin', 'Asia/Shanghai'])[1 + i %% 2]"
+        " || repeat('', i))) FROM generate_series(1, %s) AS i",
+        (n,),
+    )
+    tz_cost = (time.perf_counter() - t0) / n
+    t0 = time.perf_counter()
+    sql.execute(
+        "SELECT count(agentlab_sched.cron_problem('*/15 9-17 * JAN-MAR MON-FRI' || repeat(' ', i %% 3)))"
+        " FROM generate_series(1, %s) AS i",
+        (n,),
+    )
+    cron_cost = (time.perf_counter() - t0) / n
+    assert tz_cost < 0.001, f"timezone_problem: {tz_cost * 1e6:.0f} µs"
+    assert cron_cost < 0.002, f"cron_problem: {cron_cost * 1e6:.0f} µs"
+
+
+def test_volatility(sql: psycopg.Connection[Any]) -> None:
+    rows = sql.execute(
+        "SELECT proname, provolatile FROM pg_proc WHERE pronamespace = 'agentlab_sched'::regnamespace"
+        " AND proname IN ('cron_problem', 'check_cron', 'timezone_problem', 'check_timezone',"
+        " '_cron_field', '_cron_value', '_cron_problem') ORDER BY proname"
+    ).fetchall()
+    assert {r["proname"]: r["provolatile"] for r in rows} == {
+        "_cron_field": "i",
+        "_cron_problem": "i",
+        "_cron_value": "i",
+        "check_cron": "s",
+        "check_timezone": "s",
+        "cron_problem": "i",
+        "timezone_problem": "s",
+    }
