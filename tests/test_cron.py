@@ -701,6 +701,15 @@ COMPARISON: list[tuple[str, str, str, str, str, str]] = [
         "11-01 05:30, 11-01 06:00, 11-01 06:30",
         "11-01 05:30, 11-01 06:00, 11-01 06:30",
     ),
+    # a 30-minute shift (Lord Howe): cronsim's real-time mode jumps whole hours and misses the repeated 01:45
+    (
+        "45 * * * *",
+        "Australia/Lord_Howe",
+        "2026-04-05 01:00",
+        "04-04 14:45, 04-04 15:15, 04-04 16:15",
+        "04-04 14:45, 04-04 16:15, 04-04 17:15",
+        "04-04 14:45, 04-04 15:15, 04-04 16:15",
+    ),
     # */2 day-of-month with a day-of-week: croniter ORs; cronsim and the project AND (Vixie: it starts with *)
     (
         "0 0 */2 * MON",
