@@ -239,9 +239,7 @@ async def _fetch(conn: psycopg.AsyncConnection[Any], name: str) -> Schedule:
     return Schedule.from_row(row)
 
 
-async def _call(
-    conn: psycopg.AsyncConnection[Any], query: sql.Composable | str, params: Mapping[str, Any]
-) -> Any:
+async def _call(conn: psycopg.AsyncConnection[Any], query: sql.Composable | str, params: Mapping[str, Any]) -> Any:
     async with _translated(), conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(query, params)
         row = await cur.fetchone()
@@ -249,17 +247,16 @@ async def _call(
     return next(iter(row.values()))
 
 
+def _jsonb(value: Any) -> Jsonb:
+    """A JSON parameter: mappings as plain dicts; anything else as given (the database says what it needs)."""
+    return Jsonb(dict(value) if isinstance(value, Mapping) else value)
+
+
 def _named_args(values: Mapping[str, Any], casts: Mapping[str, str]) -> tuple[sql.Composable, dict[str, Any]]:
     """``a => %(a)s::type, ...`` for the arguments that are not None."""
     given = {k: v for k, v in values.items() if v is not None}
-    parts = [
-        sql.SQL("{} => {}::{}").format(sql.Identifier(k), sql.Placeholder(k), sql.SQL(casts[k]))
-        for k in given
-    ]
-    params = {
-        k: Jsonb(dict(v) if isinstance(v, Mapping) else v) if casts[k] == "jsonb" else v
-        for k, v in given.items()
-    }
+    parts = [sql.SQL("{} => {}::{}").format(sql.Identifier(k), sql.Placeholder(k), sql.SQL(casts[k])) for k in given]
+    params = {k: _jsonb(v) if casts[k] == "jsonb" else v for k, v in given.items()}
     return sql.SQL(", ").join(parts), params
 
 
@@ -368,7 +365,7 @@ async def create(
         sql.SQL(", ").join(map(sql.Identifier, columns)),
         sql.SQL(", ").join(sql.SQL("{}::{}").format(sql.Placeholder(c), sql.SQL(_CASTS[c])) for c in columns),
     )
-    params = {c: Jsonb(dict(v)) if _CASTS[c] == "jsonb" else v for c, v in values.items()}
+    params = {c: _jsonb(v) if _CASTS[c] == "jsonb" else v for c, v in values.items()}
     async with conn.transaction():
         try:
             sid = await _call(conn, query, params)

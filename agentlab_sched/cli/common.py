@@ -124,8 +124,14 @@ def display_url(url: str) -> str:
 
 
 def out() -> Console:
-    """A console on stdout (created per call, so test runners that swap stdout see the output)."""
-    return Console(highlight=False, soft_wrap=False)
+    """A console on stdout (created per call, so test runners that swap stdout see the output).
+
+    Piped into another program, tables are not squeezed into 80 columns (scripts should use --json).
+    """
+    console = Console(highlight=False, soft_wrap=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, soft_wrap=False, width=200)
+    return console
 
 
 def err() -> Console:
@@ -179,9 +185,7 @@ class HandledGroup(TyperGroup):
             raise _report(ctx, text("cli.not_migrated", _locale(ctx)), EXIT_DATABASE) from None
         except psycopg.OperationalError as exc:
             detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise _report(
-                ctx, text("cli.cannot_connect", _locale(ctx), error=detail), EXIT_DATABASE
-            ) from None
+            raise _report(ctx, text("cli.cannot_connect", _locale(ctx), error=detail), EXIT_DATABASE) from None
 
 
 def _locale(ctx: typer.Context) -> str:

@@ -30,12 +30,12 @@ def _when(value: datetime | None, tz: str) -> str:
     return messages.local_time(value, tz) if value is not None else ""
 
 
-def _next_text(s: admin.Schedule | admin.ScheduleStatus, locale: str) -> str:
+def _next_text(s: admin.Schedule | admin.ScheduleStatus, locale: str, *, zone: bool = True) -> str:
     """The next fire, said for a person: its local time, or why there is none."""
     if not s.enabled:
         return common.text("cli.paused_note", locale)
     if s.next_run_at is not None:
-        return f"{_when(s.next_run_at, s.timezone)} ({s.timezone})"
+        return f"{_when(s.next_run_at, s.timezone)} ({s.timezone})" if zone else _when(s.next_run_at, s.timezone)
     if s.replan is not None:
         return common.text("cli.not_planned", locale)
     return common.text("cli.no_next", locale)
@@ -75,7 +75,7 @@ def list_cmd(ctx: typer.Context, as_json: JsonOption = False) -> None:
             _cell(r.cron),
             _cell(r.timezone),
             _cell(r.task),
-            Text(_next_text(r, locale), style="" if r.enabled else "yellow"),
+            Text(_next_text(r, locale, zone=False), style="" if r.enabled else "yellow"),
             _cell(last_fire),
             _cell(r.last_run_status),
             _cell(r.consecutive_failures or ""),
