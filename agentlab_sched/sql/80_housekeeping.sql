@@ -1,18 +1,37 @@
--- Housekeeping: what a periodic task does every few seconds.
+-- Housekeeping: what a periodic task does every few seconds (agentlab_sched/housekeeping.py).
+--
+-- - finished jobs of the scheduler's own periodic tasks (one a second) are deleted;
+-- - runs whose worker stopped heartbeating for `stalled_after` become suspended (detect_suspended);
+-- - runs past their deadline are aborted, and a task that ignores the abort is reported (enforce_timeouts);
+-- - with a `retention`, history older than that is pruned, at most `prune_batch` runs a call (prune).
+-- Every part skips rows another worker is handling; any number of workers can run it at once.
 
-CREATE OR REPLACE FUNCTION agentlab_sched.housekeeping() RETURNS jsonb
+CREATE OR REPLACE FUNCTION agentlab_sched.housekeeping(now timestamptz DEFAULT now(),
+                                                       stalled_after interval DEFAULT interval '30 seconds',
+                                                       retention interval DEFAULT NULL,
+                                                       abort_grace interval DEFAULT interval '10 seconds',
+                                                       prune_batch integer DEFAULT 1000)
+RETURNS jsonb
 LANGUAGE plpgsql
 SET search_path = public, pg_temp
 AS $$
 DECLARE
     pruned integer;
+    done jsonb;
 BEGIN
-    -- The scheduler's own periodic jobs (one a second) are worth nothing once finished.
+    -- The scheduler's own periodic jobs are worth nothing once finished.
     DELETE FROM procrastinate_jobs j
     WHERE j.task_name IN ('agentlab_sched:tick', 'agentlab_sched:housekeeping')
       AND j.status IN ('succeeded', 'failed', 'cancelled', 'aborted')
       AND j.id < (SELECT max(id) - 100 FROM procrastinate_jobs);
     GET DIAGNOSTICS pruned = ROW_COUNT;
-    RETURN jsonb_build_object('pruned_ticks', pruned);
+    done := jsonb_build_object(
+        'pruned_ticks', pruned,
+        'suspended', agentlab_sched.detect_suspended(now, stalled_after),
+        'timeouts', agentlab_sched.enforce_timeouts(now, abort_grace));
+    IF retention IS NOT NULL THEN
+        done := done || jsonb_build_object('pruned', agentlab_sched.prune(retention, now, prune_batch));
+    END IF;
+    RETURN done;
 END
 $$;

@@ -1,0 +1,459 @@
+"""The Python API of the run lifecycle: approve, reject, resume, abandon, cancel, prune, and reading
+runs and fires (the SQL API of sql/55_lifecycle.sql with typed results).
+
+Every function takes an open psycopg ``AsyncConnection`` (any row factory; the work of one call is one
+transaction, a savepoint inside the caller's) and returns a frozen dataclass or raises a
+:class:`~agentlab_sched.errors.SchedError`: :class:`~agentlab_sched.errors.NotFound` for an unknown run,
+:class:`~agentlab_sched.errors.Conflict` for a request the run's state does not allow (approving twice,
+a stale segment, resuming a run that is not suspended; nothing is changed),
+:class:`~agentlab_sched.errors.ValidationError` for bad input. A run is named by its id or by its first
+characters (at least 4, ``#1a2b3c`` as the ledger shows it).
+
+    from agentlab_sched import db, lifecycle
+
+    async with await db.connect(url) as conn:
+        run = await lifecycle.approve(conn, "#1a2b3c", by="alice", comment="looks right")
+        assert run.status == "awaiting_approval"      # until a worker starts segment 2
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from . import errors, messages
+from .context import Approval
+from .errors import Conflict, SchedError, ValidationError
+
+__all__ = [
+    "FIRE_STATUSES",
+    "RUN_STATUSES",
+    "Approval",
+    "Fire",
+    "PruneReport",
+    "Run",
+    "abandon",
+    "approvals",
+    "approve",
+    "cancel",
+    "detect_suspended",
+    "enforce_timeouts",
+    "find_run",
+    "get_run",
+    "list_fires",
+    "list_runs",
+    "parse_age",
+    "prune",
+    "reject",
+    "reset_session",
+    "resume",
+]
+
+RUN_STATUSES = ("queued", "running", "awaiting_approval", "suspended", "succeeded", "failed", "cancelled", "timed_out")
+FIRE_STATUSES = ("started", "skipped_overlap", "skipped_misfire", "failed_to_start")
+TERMINAL = ("succeeded", "failed", "cancelled", "timed_out")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return value
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run (DESIGN §2) with its schedule's name and the fire that launched it."""
+
+    id: uuid.UUID
+    schedule_id: int | None
+    schedule_name: str | None
+    timezone: str
+    fire_id: int | None
+    fire_at: datetime | None
+    kind: str | None
+    task: str
+    inputs: Mapping[str, Any]
+    status: str
+    segment: int
+    error: str | None
+    error_code: str | None
+    result: Any
+    state: Any
+    session_key: str | None
+    started_by: str
+    timeout: timedelta | None
+    deadline_at: datetime | None
+    abort_reason: str | None
+    cancelled_by: str | None
+    suspended_at: datetime | None
+    job_id: int | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    updated_at: datetime
+    #: The pending approval it waits on (awaiting_approval), if any.
+    waiting_for: Approval | None = None
+
+    @property
+    def short_id(self) -> str:
+        """``1a2b3c``: the first 6 characters of the id, as the ledger and CLI show it."""
+        return str(self.id)[:6]
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data for ``--json`` and scripts: times in ISO 8601, durations in seconds."""
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+@dataclass(frozen=True)
+class Fire:
+    """One row of the ledger (the ``fire_history`` view): a fire, launched or not, and its run."""
+
+    fire_id: int
+    schedule_id: int
+    schedule_name: str
+    fire_at: datetime
+    kind: str
+    status: str
+    reason_code: str | None
+    reason: str | None
+    run_id: uuid.UUID | None
+    run_status: str | None
+    created_at: datetime
+    requested_by: str | None
+    timezone: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+@dataclass(frozen=True)
+class PruneReport:
+    """What one prune removed."""
+
+    fires: int
+    runs: int
+    jobs: int
+    requests: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# ------------------------------------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def _translated() -> AsyncIterator[None]:
+    """The database's refusals as the SchedError they stand for (55000: a Conflict)."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        err = errors.from_database(exc)
+        if err is None:
+            raise
+        if exc.sqlstate == "55000" and not isinstance(err, Conflict):
+            err = Conflict(err.code, err.field, **err.params)
+        raise err from exc
+
+
+async def _one(conn: psycopg.AsyncConnection[Any], query: str, params: Mapping[str, Any]) -> dict[str, Any] | None:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(query, params)  # type: ignore[arg-type]
+        return await cur.fetchone()
+
+
+async def _all(conn: psycopg.AsyncConnection[Any], query: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(query, params)  # type: ignore[arg-type]
+        return await cur.fetchall()
+
+
+_RUN_QUERY = """
+SELECT r.id, r.schedule_id, s.name AS schedule_name, coalesce(s.timezone, 'UTC') AS timezone, r.fire_id,
+       f.fire_at, f.kind, r.task, r.inputs, r.status, r.segment, r.error, r.error_code, r.result, r.state,
+       r.session_key, r.started_by, r.timeout, r.deadline_at, r.abort_reason, r.cancelled_by, r.suspended_at,
+       r.job_id, r.created_at, r.started_at, r.finished_at, r.updated_at,
+       (SELECT to_jsonb(a) - 'job_id' FROM agentlab_sched.approvals a
+        WHERE a.run_id = r.id AND a.segment = r.segment AND a.status = 'pending') AS waiting_for
+FROM agentlab_sched.runs r
+LEFT JOIN agentlab_sched.schedules s ON s.id = r.schedule_id
+LEFT JOIN agentlab_sched.fires f ON f.id = r.fire_id
+"""
+
+
+def _run(row: Mapping[str, Any]) -> Run:
+    values = {f.name: row.get(f.name) for f in dataclasses.fields(Run)}
+    waiting = row.get("waiting_for")
+    values["waiting_for"] = Approval.from_data(waiting) if waiting else None
+    return Run(**values)
+
+
+async def find_run(conn: psycopg.AsyncConnection[Any], ref: str | uuid.UUID) -> uuid.UUID:
+    """The id of the run ``ref`` names (an id, or its first characters); NotFound / ValidationError."""
+    if isinstance(ref, uuid.UUID):
+        return ref
+    async with _translated():
+        row = await _one(conn, "SELECT agentlab_sched.find_run(%(ref)s::text) AS id", {"ref": ref})
+    assert row is not None
+    return row["id"]
+
+
+async def get_run(conn: psycopg.AsyncConnection[Any], ref: str | uuid.UUID) -> Run:
+    """The run ``ref`` names."""
+    run_id = await find_run(conn, ref)
+    row = await _one(conn, _RUN_QUERY + " WHERE r.id = %(id)s", {"id": run_id})
+    if row is None:
+        raise errors.NotFound("run.not_found", "run_id", run=str(ref))
+    return _run(row)
+
+
+async def list_runs(
+    conn: psycopg.AsyncConnection[Any],
+    schedule: str | None = None,
+    *,
+    status: str | None = None,
+    since: datetime | None = None,
+    limit: int = 50,
+) -> list[Run]:
+    """Runs, newest first: of one schedule, in one status, created since a time."""
+    if status is not None and status not in RUN_STATUSES:
+        raise ValidationError("run.bad_status", "status", value=status, choices=list(RUN_STATUSES))
+    if schedule is not None:
+        await _require_schedule(conn, schedule)
+    rows = await _all(
+        conn,
+        _RUN_QUERY
+        + """ WHERE (%(schedule)s::text IS NULL OR s.name = %(schedule)s::text)
+                AND (%(status)s::text IS NULL OR r.status = %(status)s::text)
+                AND (%(since)s::timestamptz IS NULL OR r.created_at >= %(since)s::timestamptz)
+              ORDER BY r.created_at DESC, r.id LIMIT %(limit)s""",
+        {"schedule": schedule, "status": status, "since": since, "limit": max(1, limit)},
+    )
+    return [_run(r) for r in rows]
+
+
+async def approvals(conn: psycopg.AsyncConnection[Any], ref: str | uuid.UUID) -> list[Approval]:
+    """Every approval point of a run, oldest first."""
+    run_id = await find_run(conn, ref)
+    rows = await _all(
+        conn, "SELECT * FROM agentlab_sched.approvals WHERE run_id = %(id)s ORDER BY segment", {"id": run_id}
+    )
+    return [Approval.from_data(r) for r in rows]
+
+
+async def list_fires(
+    conn: psycopg.AsyncConnection[Any],
+    schedule: str | None = None,
+    *,
+    status: str | None = None,
+    since: datetime | None = None,
+    limit: int = 50,
+) -> list[Fire]:
+    """The ledger, newest first (``fire_history``): of one schedule, in one status, since a time."""
+    if status is not None and status not in FIRE_STATUSES:
+        raise ValidationError("fire.bad_status", "status", value=status, choices=list(FIRE_STATUSES))
+    if schedule is not None:
+        await _require_schedule(conn, schedule)
+    names = ", ".join(f.name for f in dataclasses.fields(Fire))
+    rows = await _all(
+        conn,
+        f"""SELECT {names} FROM agentlab_sched.fire_history
+            WHERE (%(schedule)s::text IS NULL OR schedule_name = %(schedule)s::text)
+              AND (%(status)s::text IS NULL OR status = %(status)s::text)
+              AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s::timestamptz)
+            ORDER BY created_at DESC, fire_id DESC
+            LIMIT %(limit)s""",
+        {"schedule": schedule, "status": status, "since": since, "limit": max(1, limit)},
+    )
+    return [Fire(**r) for r in rows]
+
+
+async def _require_schedule(conn: psycopg.AsyncConnection[Any], name: str) -> None:
+    row = await _one(conn, "SELECT 1 AS ok FROM agentlab_sched.schedules WHERE name = %(name)s", {"name": name})
+    if row is None:
+        raise errors.NotFound("schedule.not_found", "name", name=name)
+
+
+async def _act(conn: psycopg.AsyncConnection[Any], call: str, ref: str | uuid.UUID, params: dict[str, Any]) -> Any:
+    """Resolve the run, call ``agentlab_sched.<call>`` in one transaction, return its value."""
+    async with conn.transaction(), _translated():
+        run_id = await find_run(conn, ref)
+        row = await _one(conn, f"SELECT agentlab_sched.{call} AS value", {"run": run_id, **params})
+    assert row is not None
+    return row["value"]
+
+
+async def approve(
+    conn: psycopg.AsyncConnection[Any],
+    run: str | uuid.UUID,
+    by: str,
+    comment: str | None = None,
+    segment: int | None = None,
+    *,
+    now: datetime | None = None,
+) -> Run:
+    """Approve the pending approval of ``run`` (of ``segment``, when given): the run continues in a new
+    job, its next segment receiving its state and this approval. Conflict when it is not waiting, was
+    decided already, or waits on another segment."""
+    await _act(
+        conn,
+        "approve(%(run)s, %(by)s::text, %(comment)s::text, %(segment)s::int, coalesce(%(now)s::timestamptz, now()))",
+        run,
+        {"by": by, "comment": comment, "segment": segment, "now": now},
+    )
+    return await get_run(conn, run)
+
+
+async def reject(
+    conn: psycopg.AsyncConnection[Any],
+    run: str | uuid.UUID,
+    by: str,
+    comment: str | None = None,
+    segment: int | None = None,
+    *,
+    now: datetime | None = None,
+) -> Run:
+    """Reject the pending approval of ``run``: the run is cancelled (its error says who and why)."""
+    await _act(
+        conn,
+        "reject(%(run)s, %(by)s::text, %(comment)s::text, %(segment)s::int, coalesce(%(now)s::timestamptz, now()))",
+        run,
+        {"by": by, "comment": comment, "segment": segment, "now": now},
+    )
+    return await get_run(conn, run)
+
+
+async def resume(
+    conn: psycopg.AsyncConnection[Any], run: str | uuid.UUID, by: str = "python", *, now: datetime | None = None
+) -> Run:
+    """Re-queue a suspended run (Procrastinate retry of its stalled job, or a new job)."""
+    await _act(
+        conn, "resume_run(%(run)s, %(by)s::text, coalesce(%(now)s::timestamptz, now()))", run, {"by": by, "now": now}
+    )
+    return await get_run(conn, run)
+
+
+async def abandon(
+    conn: psycopg.AsyncConnection[Any], run: str | uuid.UUID, by: str = "python", *, now: datetime | None = None
+) -> Run:
+    """Give up on a suspended run: it is cancelled."""
+    await _act(
+        conn, "abandon(%(run)s, %(by)s::text, coalesce(%(now)s::timestamptz, now()))", run, {"by": by, "now": now}
+    )
+    return await get_run(conn, run)
+
+
+async def cancel(
+    conn: psycopg.AsyncConnection[Any], run: str | uuid.UUID, by: str = "python", *, now: datetime | None = None
+) -> tuple[Run, str]:
+    """Cancel a run that has not ended. Returns the run and what happened: ``cancelled`` (done), or
+    ``abort_requested`` (a running run: it ends cancelled when its worker aborts the job)."""
+    outcome = await _act(
+        conn, "cancel_run(%(run)s, %(by)s::text, coalesce(%(now)s::timestamptz, now()))", run, {"by": by, "now": now}
+    )
+    return await get_run(conn, run), str(outcome)
+
+
+async def reset_session(conn: psycopg.AsyncConnection[Any], schedule: str) -> str:
+    """The host reports that the state behind persistent schedule ``schedule``'s session is gone: a new
+    session key for its next runs (returned)."""
+    async with conn.transaction(), _translated():
+        row = await _one(conn, "SELECT agentlab_sched.reset_session(%(name)s::text) AS key", {"name": schedule})
+    assert row is not None
+    return str(row["key"])
+
+
+async def detect_suspended(
+    conn: psycopg.AsyncConnection[Any], *, now: datetime | None = None, stalled_after: timedelta = timedelta(seconds=30)
+) -> int:
+    """Suspend the runs whose worker stopped heartbeating for ``stalled_after``; how many."""
+    row = await _one(
+        conn,
+        "SELECT agentlab_sched.detect_suspended(coalesce(%(now)s::timestamptz, now()), %(after)s::interval) AS n",
+        {"now": now, "after": stalled_after},
+    )
+    return int(row["n"]) if row else 0
+
+
+async def enforce_timeouts(
+    conn: psycopg.AsyncConnection[Any], *, now: datetime | None = None, abort_grace: timedelta = timedelta(seconds=10)
+) -> int:
+    """Abort the runs past their deadline (and report those that ignore it); how many changed."""
+    row = await _one(
+        conn,
+        "SELECT agentlab_sched.enforce_timeouts(coalesce(%(now)s::timestamptz, now()), %(grace)s::interval) AS n",
+        {"now": now, "grace": abort_grace},
+    )
+    return int(row["n"]) if row else 0
+
+
+async def prune(
+    conn: psycopg.AsyncConnection[Any], older_than: timedelta, *, now: datetime | None = None, batch: int | None = None
+) -> PruneReport:
+    """Remove finished history older than ``older_than`` (fires, runs with their approvals and
+    notifications, their Procrastinate jobs, fire requests); never the newest fire of a schedule, never
+    a run that has not ended."""
+    async with conn.transaction(), _translated():
+        row = await _one(
+            conn,
+            "SELECT agentlab_sched.prune(%(age)s::interval, coalesce(%(now)s::timestamptz, now()), "
+            "%(batch)s::int) AS r",
+            {"age": older_than, "now": now, "batch": batch},
+        )
+    assert row is not None
+    return PruneReport(**row["r"])
+
+
+_AGE_UNITS = {
+    "s": 1, "sec": 1, "second": 1, "seconds": 1,
+    "m": 60, "min": 60, "minute": 60, "minutes": 60,
+    "h": 3600, "hour": 3600, "hours": 3600,
+    "d": 86400, "day": 86400, "days": 86400,
+    "w": 604800, "week": 604800, "weeks": 604800,
+}  # fmt: skip
+_AGE_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*")
+
+
+def parse_age(value: str, field: str = "older_than") -> timedelta:
+    """``30d``, ``12h``, ``1w``, ``1d12h``, ``90 minutes``: a retention age. ValidationError names ``field``
+    (``older_than`` or ``retention``)."""
+    raw = value.strip().lower()
+    total = 0.0
+    pos = 0
+    while pos < len(raw):
+        m = _AGE_PART.match(raw, pos)
+        if not m or m.group(2) not in _AGE_UNITS:
+            break
+        total += float(m.group(1)) * _AGE_UNITS[m.group(2)]
+        pos = m.end()
+    if not raw or pos < len(raw):
+        raise ValidationError("schedule.bad_duration", field, field=messages.term(f"run.field.{field}"), value=value)
+    return timedelta(seconds=total)
+
+
+def describe_error(exc: SchedError, locale: str | None = None) -> str:
+    """The message of a refusal in ``locale`` (for callers that render it themselves)."""
+    return exc.message(locale)
