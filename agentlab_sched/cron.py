@@ -18,16 +18,18 @@ with the same error codes and parameters; a property test holds the two together
 
 Time (DST rules of DESIGN §4):
 
-- *fixed-time* schedules (the hour field names hours: numbers, ranges, lists, names no ``*`` and no
-  step) are evaluated on the local wall clock: a time that a DST gap skips fires once at the first
-  instant after the jump; a time in a repeated hour fires once, at its first occurrence;
+- *fixed-time* schedules (the hour field names hours: numbers, ranges, lists; no ``*``, no step) are
+  evaluated on the local wall clock: a time that a DST gap skips fires once, at the first instant
+  after the jump; a time in a repeated hour fires once, at its first occurrence;
 - schedules whose hour field is ``*`` or has a step follow real elapsed time: they fire at every
   instant at which the local clock shows a matching time (none in a gap, both halves of a repeated
   hour), which keeps ``*/30 * * * *`` at 30 real minutes across both transitions.
 
-Evaluation is cronsim's (forward and ``reverse=True``). cronsim is handed a canonical six-field
-expression (seconds first, lists spelt out) so that its own, narrower DST special case (five-field
-expressions only) never applies and the rule above holds for six-field expressions too.
+Evaluation: cronsim (forward, and ``reverse=True`` for the latest due time without walking through a
+backlog) run as a calendar over naive wall-clock times, on a canonical six-field expression (seconds
+first, lists spelt out); the DST rule is then applied here, by ``_instants``. cronsim's own DST
+handling is not used: it covers five-field expressions only, and its real-time mode jumps whole
+hours (it misses fires in zones that shift by 30 minutes).
 """
 
 from __future__ import annotations
