@@ -30,7 +30,7 @@ from psycopg.rows import dict_row
 
 from .. import db
 from ..errors import SchedError
-from ..messages import duration, render
+from ..messages import duration, render, term
 from ..settings import Settings
 from .content import EventInfo, event_message
 from .platforms import RATE_LIMITS, Verdict, describe, prepare
@@ -103,10 +103,6 @@ def _dt(value: object) -> datetime | None:
 def event_info(row: dict) -> EventInfo:
     """The snapshot a notification speaks of: status and error as of the change, times as known now."""
     payload = row["payload"] or {}
-    seconds = payload.get("timeout_seconds")
-    timeout = (
-        timedelta(seconds=float(seconds)) if seconds is not None else (row["run_timeout"] or row["schedule_timeout"])
-    )
     return EventInfo(
         event=row["event"],
         schedule=row["schedule"],
@@ -119,7 +115,7 @@ def event_info(row: dict) -> EventInfo:
         finished_at=_dt(payload.get("finished_at")) or row["finished_at"],
         kind=row["kind"],
         fire_at=row["fire_at"],
-        timeout=timeout,
+        timeout=row["run_timeout"] or row["schedule_timeout"],
         step=row["step"],
     )
 
@@ -144,17 +140,15 @@ class Outbox:
         assert row is not None
         return row[0] if not isinstance(row, dict) else row["clock_timestamp"]
 
-    async def _close_row(
-        self, cur: psycopg.AsyncCursor, row_id: int, status: str, now: datetime, outcome: str, detail: str
-    ) -> None:
+    async def _close_row(self, cur: psycopg.AsyncCursor, row_id: int, status: str, now: datetime, detail: str) -> None:
+        """End a row without sending it (``dropped`` or ``failed``), recording why."""
         await cur.execute(
-            "UPDATE agentlab_sched.outbox SET status = %s, last_error = %s WHERE id = %s",
-            (status, detail, row_id),
+            "UPDATE agentlab_sched.outbox SET status = %s, last_error = %s WHERE id = %s", (status, detail, row_id)
         )
         await cur.execute(
             """INSERT INTO agentlab_sched.deliveries (outbox_id, attempted_at, outcome, detail)
                VALUES (%s, %s, %s, %s)""",
-            (row_id, now, outcome, detail),
+            (row_id, now, status, detail),
         )
 
     async def claim(self, now: datetime | None = None) -> Claim | None:
@@ -168,31 +162,17 @@ class Outbox:
                 if row is None:
                     return None
                 if row["schedule"] is None or row["webhook_url_enc"] is None:
-                    await self._close_row(
-                        cur, row["id"], "dropped", at, "dropped", render("notify.dropped.no_webhook", loc)
-                    )
+                    await self._close_row(cur, row["id"], "dropped", at, render("notify.dropped.no_webhook", loc))
                     continue
                 if row["event"] not in (row["webhook_events"] or []):
-                    await self._close_row(
-                        cur,
-                        row["id"],
-                        "dropped",
-                        at,
-                        "dropped",
-                        render("notify.dropped.unsubscribed", loc, event={"msg": f"notify.event.{row['event']}"}),
-                    )
+                    detail = render("notify.dropped.unsubscribed", loc, event=term(f"notify.event.{row['event']}"))
+                    await self._close_row(cur, row["id"], "dropped", at, detail)
                     continue
                 url = self.box.decrypt(row["webhook_url_enc"])
                 secret = self.box.decrypt(row["webhook_secret_enc"]) if row["webhook_secret_enc"] else None
                 if url is None or (row["webhook_secret_enc"] and secret is None):
-                    await self._close_row(
-                        cur,
-                        row["id"],
-                        "failed",
-                        at,
-                        "failed",
-                        render("notify.undecryptable", loc, schedule=row["schedule"]),
-                    )
+                    detail = render("notify.undecryptable", loc, schedule=row["schedule"])
+                    await self._close_row(cur, row["id"], "failed", at, detail)
                     continue
                 platform = platform_of(urlsplit(url).hostname or "")
                 # Bodies and verdicts follow the host: a platform host gets its platform's body whatever

@@ -50,8 +50,7 @@ BEGIN
     INSERT INTO agentlab_sched.outbox (run_id, schedule_id, event, segment, payload)
     VALUES (NEW.id, NEW.schedule_id, ev, NEW.segment,
             jsonb_build_object('status', NEW.status, 'error', NEW.error, 'error_code', NEW.error_code,
-                               'started_at', NEW.started_at, 'finished_at', NEW.finished_at,
-                               'timeout_seconds', extract(epoch FROM NEW.timeout)))
+                               'started_at', NEW.started_at, 'finished_at', NEW.finished_at))
     ON CONFLICT ON CONSTRAINT outbox_once DO NOTHING;
     GET DIAGNOSTICS written = ROW_COUNT;
     IF written > 0 THEN
