@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import psycopg
 import pytest
 
@@ -139,3 +141,31 @@ async def test_sql_refuses_plaintext_webhook_urls_and_secrets(conn: psycopg.Asyn
     err = from_database(caught.value)
     assert isinstance(err, ValidationError) and err.field in ("webhook_url", "webhook_secret")
     assert "加密" in err.message("zh-CN")
+
+
+async def test_runs_launched_by_the_engine_notify_when_their_job_ends(conn: psycopg.AsyncConnection) -> None:
+    """The whole path: a tick launches the run; its Procrastinate job's status (as a worker or the
+    procrastinate CLI sets it) moves the run; the outbox row arrives with that change and is delivered."""
+    from agentlab_sched.notify import deliver_due
+    from agentlab_sched.tick import fire_due
+
+    from .firing_helpers import EN, NINE, make_schedule, runs_of, set_job_status
+    from .test_notify_fakes import WECOM_URL, FakePlatforms
+
+    sid = await make_schedule(conn, "store-report")
+    await set_webhook(conn, "store-report", url=WECOM_URL, settings=settings())
+    await fire_due(conn, NINE + timedelta(seconds=10), settings=EN)
+    [run] = await runs_of(conn, sid)
+    await set_job_status(conn, run["job_id"], "doing")
+    assert await outbox(conn) == []
+    await set_job_status(conn, run["job_id"], "failed")
+    [row] = await outbox(conn)
+    assert (row["run_id"], row["event"], row["payload"]["status"]) == (str(run["id"]), "failed", "failed")
+    fake = FakePlatforms()
+    fake.add(WECOM_URL)
+    cur = await conn.execute("SELECT clock_timestamp() AS now")
+    now = (await cur.fetchone())["now"]
+    assert (await deliver_due(conn, settings(), sender=fake.sender(), now=now))["sent"] == 1
+    content = fake.seen[0].json["markdown"]["content"]
+    assert content.startswith(f"**store-report: run #{str(run['id'])[:6]} failed**\n")
+    assert "Due at 2026-10-05 09:00 (Asia/Shanghai)." in content
