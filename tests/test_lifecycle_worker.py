@@ -1,0 +1,348 @@
+"""The run lifecycle with real workers (in-process, and a subprocess killed with SIGKILL): approvals,
+timeouts of async and sync tasks, a dead worker's run suspended then resumed, cancelling, a stopping
+worker, failure accounting and what a task reads from current_run(). Waits are bounded polls."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import procrastinate
+import psycopg
+
+from agentlab_sched import current_run, install, lifecycle, messages
+from agentlab_sched.demo import make_app
+from agentlab_sched.middleware import RunMiddleware
+from agentlab_sched.settings import Settings
+from agentlab_sched.worker import run_worker
+
+from .firing_helpers import job, make_schedule
+from .test_lifecycle import approvals_of, launch, run_row, schedule_row
+
+Conn = psycopg.AsyncConnection[Any]
+ROOT = Path(__file__).resolve().parent.parent
+QUIET = Settings(locale="en", scheduler=False)
+
+
+async def wait_for(predicate: Callable[[], Awaitable[Any]], limit: float = 20.0, what: str = "condition") -> Any:
+    """Poll ``predicate`` every 50 ms until it returns something true, for at most ``limit`` seconds."""
+    deadline = time.monotonic() + limit
+    while True:
+        value = await predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not met within {limit} s")
+        await asyncio.sleep(0.05)
+
+
+def run_in(conn: Conn, rid: Any, *statuses: str) -> Callable[[], Awaitable[dict[str, Any] | None]]:
+    async def check() -> dict[str, Any] | None:
+        row = await run_row(conn, rid)
+        return row if row["status"] in statuses else None
+
+    return check
+
+
+@asynccontextmanager
+async def worker(app: procrastinate.App, url: str, settings: Settings = QUIET) -> AsyncIterator[None]:
+    """A real worker in this process (jobs, housekeeping, the run middleware) until the block ends."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_worker(app, url, stop=stop, install_signal_handlers=False, settings=settings))
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=15)
+
+
+# --------------------------------------------------------------------------------------------------
+# Approvals
+# --------------------------------------------------------------------------------------------------
+
+
+async def test_demo_ask_pauses_then_returns_what_the_approver_said(db_url: str, conn: Conn) -> None:
+    sid = await make_schedule(conn, "ask", task="demo.ask", inputs={"question": "ship it?"}, next_run_at=None)
+    async with worker(make_app(db_url), db_url):
+        run = await launch(conn, sid)
+        waiting = await wait_for(run_in(conn, run["id"], "awaiting_approval"), what="awaiting approval")
+        assert (waiting["segment"], waiting["state"], waiting["error"]) == (
+            1,
+            {"inputs": {"question": "ship it?"}},
+            None,
+        )
+        [pending] = await approvals_of(conn, run["id"])
+        assert (pending["segment"], pending["title"], pending["status"], pending["job_id"]) == (
+            1,
+            "demo.ask: approve this run?",
+            "pending",
+            run["job_id"],
+        )
+        first = await wait_for(lambda: _job_in(conn, run["job_id"], "succeeded"), what="first job ended")
+        assert first["status"] == "succeeded"  # asking for approval is not a failure of the job
+
+        approved = await lifecycle.approve(conn, run["id"], "alice", "yes, ship it")
+        done = await wait_for(run_in(conn, run["id"], "succeeded", "failed"), what="segment 2 finished")
+    assert (done["status"], done["segment"], done["job_id"], done["error"]) == ("succeeded", 2, approved.job_id, None)
+    result = done["result"]
+    assert result["approved_at"]
+    assert {k: v for k, v in result.items() if k != "approved_at"} == {
+        "approved_by": "alice",
+        "comment": "yes, ship it",
+        "inputs": {"question": "ship it?"},
+    }
+    assert [(a["segment"], a["status"], a["decided_by"]) for a in await approvals_of(conn, run["id"])] == [
+        (1, "approved", "alice")
+    ]
+
+
+async def _job_in(conn: Conn, job_id: int, status: str) -> dict[str, Any] | None:
+    row = await job(conn, job_id)
+    return row if row["status"] == status else None
+
+
+# --------------------------------------------------------------------------------------------------
+# Timeouts
+# --------------------------------------------------------------------------------------------------
+
+
+async def test_an_async_task_past_its_timeout_is_aborted_on_time(db_url: str, conn: Conn) -> None:
+    sid = await make_schedule(
+        conn, "slow", task="demo.sleep", inputs={"seconds": 60}, next_run_at=None, timeout=timedelta(seconds=2)
+    )
+    async with worker(make_app(db_url), db_url):
+        run = await launch(conn, sid)
+        running = await wait_for(run_in(conn, run["id"], "running"), what="running")
+        ended = await wait_for(run_in(conn, run["id"], "timed_out", "succeeded", "failed"), what="timed out")
+    assert (ended["status"], ended["abort_reason"], ended["result"]) == ("timed_out", "timeout", None)
+    assert ended["error"] == "timed out: still running after the schedule's timeout of 2 seconds; it was aborted"
+    # The middleware aborts at the deadline (not at the next 10-second housekeeping).
+    assert ended["finished_at"] - running["started_at"] < timedelta(seconds=4)
+    assert (await job(conn, run["job_id"]))["status"] == "aborted"
+    assert (await schedule_row(conn, sid))["consecutive_failures"] == 1
+
+
+async def test_a_sync_task_that_ignores_the_abort_is_reported_then_timed_out(db_url: str, conn: Conn) -> None:
+    """In zh-CN: the deployment's locale is the one the worker's messages use."""
+    release = threading.Event()
+
+    def stubborn(**inputs: Any) -> dict[str, Any]:
+        release.wait(30)  # a sync task that never checks context.should_abort()
+        return {"partial": "result"}
+
+    app = make_app(db_url)
+    app.task(name="t.stubborn")(stubborn)
+    install(app, RunMiddleware(Settings(locale="zh-CN"), abort_grace=0.5))
+    sid = await make_schedule(conn, "stubborn", task="t.stubborn", inputs={}, next_run_at=None,
+                              timeout=timedelta(seconds=2))  # fmt: skip
+    async with worker(app, db_url):
+        try:
+            run = await launch(conn, sid)
+
+            async def reported() -> dict[str, Any] | None:
+                row = await run_row(conn, run["id"])
+                return row if row["error_code"] == "run.ignoring_abort" else None
+
+            # Reported by the middleware half a second (its grace) after the abort, not by housekeeping.
+            still = await wait_for(reported, limit=6, what="reported as ignoring the abort")
+            assert (still["status"], still["abort_reason"], still["finished_at"]) == ("running", "timeout", None)
+            late = round((still["updated_at"] - still["abort_requested_at"]).total_seconds())
+            assert still["error"] == messages.render("run.ignoring_abort", "zh-CN", late=late, timeout=2)
+            assert still["error"].startswith("超过定时任务的超时上限 2 秒后已要求中断,但 ")
+        finally:
+            release.set()
+        ended = await wait_for(run_in(conn, run["id"], "timed_out", "succeeded", "failed"), what="ended")
+    assert (ended["status"], ended["error_code"], ended["result"]) == ("timed_out", "run.timed_out_late", None)
+    late = round((ended["updated_at"] - ended["abort_requested_at"]).total_seconds())
+    assert ended["error"] == (
+        f"运行超时:超过定时任务的超时上限 2 秒仍未结束,已要求中断;但它是同步任务,不检查 "
+        f"context.should_abort(),又多运行了 {late} 秒才结束,结果已丢弃"
+    )
+    assert (await job(conn, run["job_id"]))["status"] == "aborted"
+
+
+# --------------------------------------------------------------------------------------------------
+# A worker killed with SIGKILL: suspended, then resumed
+# --------------------------------------------------------------------------------------------------
+
+WORKER_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, sys
+    from agentlab_sched.demo import make_app
+    from agentlab_sched.settings import Settings
+    from agentlab_sched.worker import run_worker
+
+    url = sys.argv[1]
+    app = make_app(url)
+
+    @app.task(name="t.hang")
+    async def hang(**inputs):
+        print("started", flush=True)
+        await asyncio.sleep(3600)
+
+    asyncio.run(run_worker(app, url, settings=Settings(locale="en", scheduler=False)))
+    """
+)
+
+
+async def test_kill_9_suspends_the_run_then_resume_succeeds(db_url: str, conn: Conn, tmp_path: Path) -> None:
+    sid = await make_schedule(conn, "agent", task="t.hang", inputs={"topic": "weekly"}, next_run_at=None)
+    run = await launch(conn, sid)
+    script = tmp_path / "hang_worker.py"
+    script.write_text(WORKER_SCRIPT)
+    log = (tmp_path / "worker.log").open("w")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "AGENTLAB_SCHED_LOCALE": "en"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(script), db_url, stdout=log, stderr=subprocess.STDOUT, env=env
+    )
+    try:
+        await wait_for(run_in(conn, run["id"], "running"), limit=30, what="running in the subprocess")
+        proc.send_signal(signal.SIGKILL)
+        assert await asyncio.wait_for(proc.wait(), timeout=10) == -signal.SIGKILL
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        log.close()
+    assert (await run_row(conn, run["id"]))["status"] == "running"  # nobody has noticed yet
+
+    # Housekeeping's check, with a 1-second stall window instead of Procrastinate's 30 s.
+    async def detected() -> int:
+        return await lifecycle.detect_suspended(conn, stalled_after=timedelta(seconds=1))
+
+    assert await wait_for(detected, limit=15, what="detected") == 1
+    held = await run_row(conn, run["id"])
+    assert (held["status"], held["error"]) == ("suspended", messages.render("run.suspended", "en"))
+    assert (await job(conn, run["job_id"]))["status"] == "doing"  # Procrastinate's stalled job
+
+    # Resumed on another worker (same task name, which finishes this time): the same job, retried.
+    app = make_app(db_url)
+
+    @app.task(name="t.hang")
+    async def hang(**inputs: Any) -> dict[str, Any]:
+        return {"resumed": inputs}
+
+    resumed = await lifecycle.resume(conn, run["id"], "erin")
+    assert (resumed.status, resumed.job_id, resumed.error) == ("queued", run["job_id"], None)
+    async with worker(app, db_url):
+        done = await wait_for(run_in(conn, run["id"], "succeeded", "failed"), what="resumed run finished")
+    assert (done["status"], done["result"], done["error"], done["segment"]) == (
+        "succeeded",
+        {"resumed": {"topic": "weekly"}},
+        None,
+        1,
+    )
+    retried = await job(conn, run["job_id"])
+    assert (retried["status"], retried["attempts"]) == ("succeeded", 2)
+
+
+# --------------------------------------------------------------------------------------------------
+# A worker that stops mid-run; cancelling a running run
+# --------------------------------------------------------------------------------------------------
+
+
+async def test_a_stopping_worker_suspends_its_run_and_resume_finishes_it(db_url: str, conn: Conn) -> None:
+    calls: list[int] = []
+
+    async def once_slow(**inputs: Any) -> dict[str, Any]:
+        calls.append(1)
+        if len(calls) == 1:
+            await asyncio.sleep(3600)
+        return {"calls": len(calls)}
+
+    app = make_app(db_url)
+    app.task(name="t.once_slow")(once_slow)
+    sid = await make_schedule(conn, "restart", task="t.once_slow", inputs={}, next_run_at=None)
+    async with worker(app, db_url):
+        run = await launch(conn, sid)
+        await wait_for(run_in(conn, run["id"], "running"), what="running")
+    # The worker stopped (its grace ended, the job was aborted): suspended, not cancelled, resumable.
+    held = await run_row(conn, run["id"])
+    assert (held["status"], held["finished_at"], held["error"]) == (
+        "suspended",
+        None,
+        messages.render("run.suspended", "en"),
+    )
+    assert (await job(conn, run["job_id"]))["status"] == "aborted"
+    resumed = await lifecycle.resume(conn, run["id"], "erin")
+    assert resumed.status == "queued" and resumed.job_id != run["job_id"]  # a new job: the old one ended
+    async with worker(app, db_url):
+        done = await wait_for(run_in(conn, run["id"], "succeeded", "failed"), what="finished")
+    assert (done["status"], done["result"]) == ("succeeded", {"calls": 2})
+
+
+async def test_cancel_aborts_a_running_run(db_url: str, conn: Conn) -> None:
+    sid = await make_schedule(conn, "long", task="demo.sleep", inputs={"seconds": 60}, next_run_at=None)
+    async with worker(make_app(db_url), db_url):
+        run = await launch(conn, sid)
+        await wait_for(run_in(conn, run["id"], "running"), what="running")
+        began = time.monotonic()
+        _, outcome = await lifecycle.cancel(conn, run["id"], "dave")
+        assert outcome == "abort_requested"
+        ended = await wait_for(run_in(conn, run["id"], "cancelled", "succeeded", "failed"), what="cancelled")
+        took = time.monotonic() - began
+    assert (ended["status"], ended["error"], ended["cancelled_by"]) == ("cancelled", "cancelled by dave", "dave")
+    assert took < 5
+    assert (await schedule_row(conn, sid))["consecutive_failures"] == 0
+
+
+# --------------------------------------------------------------------------------------------------
+# Failures, and what a task reads
+# --------------------------------------------------------------------------------------------------
+
+
+async def test_failures_record_the_message_and_pause_after_n(db_url: str, conn: Conn) -> None:
+    sid = await make_schedule(
+        conn, "flaky", task="demo.fail", inputs={"message": "the report source is unreachable"},
+        next_run_at=None, overlap="allow_all", pause_after_failures=2,
+    )  # fmt: skip
+    async with worker(make_app(db_url), db_url):
+        runs = [await launch(conn, sid, f"manual:{i}") for i in range(2)]
+        ended = [await wait_for(run_in(conn, r["id"], "failed", "succeeded"), what="failed") for r in runs]
+    assert [(r["status"], r["error"], r["error_code"]) for r in ended] == [
+        ("failed", "the report source is unreachable", "run.task_failed")
+    ] * 2
+    s = await schedule_row(conn, sid)
+    assert (s["consecutive_failures"], s["enabled"], s["next_run_at"]) == (2, False, None)
+    since = messages.local_time(s["paused_at"].replace(second=0, microsecond=0), "Asia/Shanghai")
+    assert s["paused_reason"] == (
+        f"paused after 2 consecutive failures (since {since}, Asia/Shanghai); fix the cause, then resume it"
+    )
+
+
+async def test_async_and_sync_tasks_read_their_run(db_url: str, conn: Conn) -> None:
+    def sync_reader(**inputs: Any) -> dict[str, Any]:
+        run = current_run()
+        return {"run": str(run.run_id), "schedule": run.schedule, "segment": run.segment, "key": run.session_key,
+                "kind": run.kind, "inputs": run.inputs}  # fmt: skip
+
+    async def async_reader(**inputs: Any) -> dict[str, Any]:
+        return sync_reader(**inputs)
+
+    app = make_app(db_url)
+    app.task(name="t.sync_reader")(sync_reader)
+    app.task(name="t.async_reader")(async_reader)
+    sync_sid = await make_schedule(conn, "sync-agent", task="t.sync_reader", inputs={"a": 1}, next_run_at=None,
+                                   context="persistent")  # fmt: skip
+    async_sid = await make_schedule(conn, "async-agent", task="t.async_reader", inputs={"b": 2}, next_run_at=None)
+    async with worker(app, db_url):
+        runs = [await launch(conn, sync_sid, "manual:1"), await launch(conn, async_sid, "manual:2")]
+        done = [await wait_for(run_in(conn, r["id"], "succeeded", "failed"), what="finished") for r in runs]
+    key = (await schedule_row(conn, sync_sid))["session_key"]
+    assert [d["result"] for d in done] == [
+        {"run": str(runs[0]["id"]), "schedule": "sync-agent", "segment": 1, "key": key, "kind": "manual",
+         "inputs": {"a": 1}},
+        {"run": str(runs[1]["id"]), "schedule": "async-agent", "segment": 1, "key": runs[1]["session_key"],
+         "kind": "manual", "inputs": {"b": 2}},
+    ]  # fmt: skip
