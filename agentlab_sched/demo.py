@@ -14,6 +14,7 @@ from typing import Any
 import procrastinate
 
 from .blueprint import make_blueprint
+from .middleware import install
 
 
 async def echo(**inputs: Any) -> dict[str, Any]:
@@ -49,6 +50,7 @@ def make_app(url: str, **connector_options: Any) -> procrastinate.App:
     app.add_tasks_from(make_blueprint(), namespace="agentlab_sched")
     for func in (echo, sleep, fail, ask):
         app.task(name=f"demo.{func.__name__}")(func)
+    install(app)  # the run middleware, also for a plain `procrastinate --app agentlab_sched.demo.app worker`
     return app
 
 

@@ -22,6 +22,7 @@ from procrastinate import PsycopgConnector
 from . import db
 from . import tick as tick_module
 from .blueprint import register_app_tasks, scheduler_connection
+from .middleware import install
 from .settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -123,6 +124,7 @@ async def run_worker(
     """Run the Procrastinate worker, the precise scheduler loop and the notification dispatcher until
     ``stop`` is set or SIGTERM/SIGINT arrives; stop all of them within 3 s."""
     settings = settings or Settings.from_env()
+    install(app)  # the run middleware: run context, approvals, task errors, timeouts
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     if install_signal_handlers:
