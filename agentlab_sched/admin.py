@@ -1,7 +1,8 @@
 """The Python admin API for schedules: the SQL API (docs/sql.md) with typed results.
 
-Every function takes an open psycopg ``AsyncConnection`` (any row factory, autocommit or not; the work
-of one call happens in one transaction, a savepoint when the caller already has one open) and either
+Every function takes an open psycopg ``AsyncConnection`` with dict rows, as ``db.connect()`` gives
+(autocommit or not; the work of one call happens in one transaction, a savepoint when the caller
+already has one open) and either
 returns a frozen dataclass or raises a :class:`~agentlab_sched.errors.SchedError`:
 :class:`~agentlab_sched.errors.ValidationError` for bad input (``err.field`` names it),
 :class:`~agentlab_sched.errors.NotFound` for an unknown name, :class:`~agentlab_sched.errors.Conflict`

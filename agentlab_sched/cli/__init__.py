@@ -56,9 +56,7 @@ def root(
     ] = None,
     locale: Annotated[
         str | None,
-        typer.Option(
-            "--locale", help="en or zh-CN (default: AGENTLAB_SCHED_LOCALE, else en).", show_default=False
-        ),
+        typer.Option("--locale", help="en or zh-CN (default: AGENTLAB_SCHED_LOCALE, else en).", show_default=False),
     ] = None,
 ) -> None:
     """Administer schedules with SQL, Python or this command line."""

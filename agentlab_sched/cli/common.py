@@ -23,7 +23,9 @@ import asyncio
 import dataclasses
 import json
 import re
-from collections.abc import Awaitable, Callable
+import warnings
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -76,7 +78,8 @@ class State:
             if self.database_url:
                 database = db.Database(self.database_url, "--database-url")
             else:
-                database = db.resolve(self.settings(), data_dir=self.data_dir)
+                with quiet_embedded():
+                    database = db.resolve(self.settings(), data_dir=self.data_dir)
             err().print(Text(f"database: {display_url(database.url)} ({database.origin})", style="dim"))
             self._database = database
         return self._database
@@ -84,6 +87,15 @@ class State:
     async def connect(self) -> psycopg.AsyncConnection[Any]:
         """A new async connection (dict rows, autocommit) whose SQL messages use the CLI's locale."""
         return await db.connect(self.database().url, locale=self.locale)
+
+
+@contextmanager
+def quiet_embedded() -> Iterator[None]:
+    """Silence the embedded server's platformdirs warning (no XDG_RUNTIME_DIR on servers and containers):
+    the one line a command prints about its database is enough."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+        yield
 
 
 def state(ctx: typer.Context) -> State:

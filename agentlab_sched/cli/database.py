@@ -36,14 +36,14 @@ def migrate_cmd(ctx: typer.Context) -> None:
 @db_app.command("stop")
 def stop_cmd(
     ctx: typer.Context,
-    remove: Annotated[
-        bool, typer.Option("--remove", help="Also delete its data directory (all its data).")
-    ] = False,
+    remove: Annotated[bool, typer.Option("--remove", help="Also delete its data directory (all its data).")] = False,
 ) -> None:
     """Stop the embedded PostgreSQL (and with --remove, delete its data)."""
     st = common.state(ctx)
     where = st.data_dir or os.environ.get("AGENTLAB_SCHED_DATA_DIR") or str(embedded.default_data_dir())
-    if not embedded.stop(where, remove=remove):
+    with common.quiet_embedded():
+        stopped = embedded.stop(where, remove=remove)
+    if not stopped:
         common.say(ctx, "cli.db_none", dir=where)
         return
     common.say(ctx, "cli.db_removed" if remove else "cli.db_stopped", dir=where)
