@@ -391,3 +391,12 @@ async def test_without_a_key_the_dispatcher_stays_idle(db_url: str) -> None:
     await dispatcher.start()
     assert not dispatcher.running
     await dispatcher.stop()
+
+
+async def test_a_start_scheduled_before_stop_never_starts(db_url: str) -> None:
+    """The worker schedules ``start()`` as a task; a stop that comes first leaves nothing running."""
+    dispatcher = Dispatcher(db_url, settings())
+    starting = asyncio.create_task(dispatcher.start())
+    await dispatcher.stop()
+    await starting
+    assert not dispatcher.running and notify_tasks() == []

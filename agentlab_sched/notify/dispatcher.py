@@ -329,7 +329,8 @@ class Dispatcher:
 
     ``start()`` delivers what is pending at once, then waits for NOTIFY on `CHANNEL`, for the next
     retry, or ``poll_interval``; ``stop(grace)`` lets sends in flight finish within the grace, cancels
-    the rest and leaves their rows pending for the next worker.
+    the rest and leaves their rows pending for the next worker. A stopped dispatcher stays stopped
+    (even when its ``start()`` was scheduled but had not run yet); make a new one to deliver again.
     """
 
     def __init__(
@@ -372,7 +373,7 @@ class Dispatcher:
 
     async def start(self) -> None:
         """Start delivering in the background; without a secret key it logs why and does nothing."""
-        if self.running:
+        if self.running or self._stopping:
             return
         if not self.settings.secret_keys:
             log.warning(render("notify.no_key_dispatch", self.settings.locale))
@@ -382,7 +383,6 @@ class Dispatcher:
         except SchedError as exc:
             log.error("%s", exc.message(self.settings.locale))
             return
-        self._stopping = self._cancel_sends = False
         if self._sender is None:
             self._sender = Sender()
         self._wakes = [asyncio.Event() for _ in range(self.concurrency)]
