@@ -52,6 +52,7 @@ __all__ = [
     "list_fires",
     "list_runs",
     "parse_age",
+    "plain",
     "prune",
     "reject",
     "reset_session",
@@ -63,7 +64,8 @@ FIRE_STATUSES = ("started", "skipped_overlap", "skipped_misfire", "failed_to_sta
 TERMINAL = ("succeeded", "failed", "cancelled", "timed_out")
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """A value as JSON-ready data: ISO times, seconds for durations, strings for ids, dataclasses as dicts."""
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, timedelta):
@@ -71,11 +73,11 @@ def _plain(value: Any) -> Any:
     if isinstance(value, uuid.UUID):
         return str(value)
     if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain(v) for k, v in value.items()}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     return value
 
 
@@ -124,7 +126,7 @@ class Run:
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data for ``--json`` and scripts: times in ISO 8601, durations in seconds."""
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
 @dataclass(frozen=True)
@@ -146,7 +148,7 @@ class Fire:
     timezone: str
 
     def as_dict(self) -> dict[str, Any]:
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
 @dataclass(frozen=True)

@@ -128,6 +128,11 @@ MESSAGES.update(
             'status: "{value}" is not a fire status; choose one of {choices}',
             "状态:「{value}」不是触发状态;可选:{choices}",
         ),
+        "run.bad_since": (
+            'since: "{value}" is neither a time (like 2026-10-05 09:00, UTC unless it has an offset) nor an age '
+            "(like 2h or 7d)",
+            "起始时间:「{value}」既不是时间(如 2026-10-05 09:00,不写时区按 UTC),也不是时长(如 2h、7d)",
+        ),
         "run.bad_segment": (
             "segment: {value} is not a segment number (1 or more)",
             "执行段:{value} 不是有效的段号(至少为 1)",

@@ -1,0 +1,353 @@
+"""`agentlab-sched fires`, `agentlab-sched runs list|show|approve|reject|resume|abandon|cancel` and
+`agentlab-sched prune`: the ledger, the runs, and what people do with them (DESIGN §6, §9).
+
+A run is named by its id or its first characters (``1a2b3c`` or ``#1a2b3c``, as the ledger shows it).
+Refusals (approving twice, resuming a run that is not suspended, a bad status) print the message in
+the CLI's locale on stderr and exit 2, through the root's one error handler.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import psycopg
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from .. import lifecycle, messages
+from ..errors import ValidationError
+from . import common
+
+__all__ = ["fires_cmd", "prune_cmd", "runs_app"]
+
+runs_app = typer.Typer(
+    name="runs",
+    help="Runs: list and show them; approve, reject, resume, abandon or cancel one.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (for scripts) instead of text.")]
+RunId = Annotated[str, typer.Argument(help="The run's id or its first characters (e.g. 1a2b3c).", show_default=False)]
+By = Annotated[str | None, typer.Option("--by", help="Who decides (default: your user name).", show_default=False)]
+Comment = Annotated[str | None, typer.Option("--comment", help="What to tell the run and the record.")]
+Segment = Annotated[
+    int | None,
+    typer.Option("--segment", help="The segment you mean to decide (refused if the run waits on another)."),
+]
+Since = Annotated[
+    str | None,
+    typer.Option(
+        "--since", help="Only since this time (2026-10-05 09:00, UTC unless it has an offset) or age (2h, 7d)."
+    ),
+]
+Limit = Annotated[int, typer.Option("--limit", min=1, help="At most this many rows.")]
+
+
+def _by(value: str | None) -> str:
+    if value is not None:
+        return value
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name in this environment
+        return "cli"
+
+
+def _since(value: str | None) -> datetime | None:
+    """``--since``: an ISO time (UTC unless it has an offset) or an age back from now."""
+    if value is None:
+        return None
+    try:
+        return datetime.now(UTC) - lifecycle.parse_age(value, "since")
+    except ValidationError:
+        pass
+    try:
+        parsed = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise ValidationError("run.bad_since", "since", value=value) from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _when(value: datetime | None, tz: str) -> str:
+    return messages.local_time(value, tz) if value is not None else ""
+
+
+def _cell(value: object) -> Text:
+    """User data as a table cell: never read as rich markup."""
+    return Text("" if value is None else str(value))
+
+
+def _status(status: str, locale: str) -> str:
+    return common.text(f"run.status.{status}", locale)
+
+
+# ---------------------------------------------------------------------------------------------- fires
+
+
+def fires_cmd(
+    ctx: typer.Context,
+    name: Annotated[str | None, typer.Argument(help="Only this schedule's fires.", show_default=False)] = None,
+    status: Annotated[
+        str | None,
+        typer.Option("--status", help="started, skipped_overlap, skipped_misfire or failed_to_start."),
+    ] = None,
+    since: Since = None,
+    limit: Limit = 50,
+    as_json: JsonOption = False,
+) -> None:
+    """The ledger, newest first: every fire, launched or skipped, and why; with its run's status."""
+    after = _since(since)
+
+    async def fetch(conn: psycopg.AsyncConnection[Any]) -> list[lifecycle.Fire]:
+        return await lifecycle.list_fires(conn, name, status=status, since=after, limit=limit)
+
+    rows = common.run(ctx, fetch)
+    if as_json:
+        common.print_json([r.as_dict() for r in rows])
+        return
+    if not rows:
+        common.say(ctx, "fire.none")
+        return
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for title in ("fire at", "schedule", "kind", "status", "run", "reason"):
+        table.add_column(title, overflow="fold")
+    locale = common.state(ctx).locale
+    for f in rows:
+        run = f"#{str(f.run_id)[:6]} {_status(f.run_status, locale)}" if f.run_id and f.run_status else ""
+        table.add_row(
+            _cell(f"{_when(f.fire_at, f.timezone)} ({f.timezone})"),
+            _cell(f.schedule_name),
+            _cell(f.kind),
+            _cell(f.status),
+            _cell(run),
+            _cell(f.reason),
+        )
+    common.out().print(table)
+
+
+# ----------------------------------------------------------------------------------------------- runs
+
+
+@runs_app.command("list")
+def list_cmd(
+    ctx: typer.Context,
+    schedule: Annotated[str | None, typer.Option("--schedule", help="Only this schedule's runs.")] = None,
+    status: Annotated[
+        str | None,
+        typer.Option(
+            "--status",
+            help="queued, running, awaiting_approval, suspended, succeeded, failed, cancelled or timed_out.",
+        ),
+    ] = None,
+    since: Since = None,
+    limit: Limit = 50,
+    as_json: JsonOption = False,
+) -> None:
+    """Runs, newest first; a run waiting for a person says what it asks."""
+    after = _since(since)
+
+    async def fetch(conn: psycopg.AsyncConnection[Any]) -> list[lifecycle.Run]:
+        return await lifecycle.list_runs(conn, schedule, status=status, since=after, limit=limit)
+
+    rows = common.run(ctx, fetch)
+    if as_json:
+        common.print_json([r.as_dict() for r in rows])
+        return
+    if not rows:
+        common.say(ctx, "run.none")
+        return
+    locale = common.state(ctx).locale
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for title in ("run", "schedule", "status", "segment", "created", "finished", "note"):
+        table.add_column(title, overflow="fold")
+    for r in rows:
+        table.add_row(
+            _cell(f"#{r.short_id}"),
+            _cell(r.schedule_name or r.started_by),
+            _cell(_status(r.status, locale)),
+            _cell(r.segment),
+            _cell(_when(r.created_at, r.timezone)),
+            _cell(_when(r.finished_at, r.timezone)),
+            _cell(_note(r, locale)),
+        )
+    common.out().print(table)
+
+
+def _note(r: lifecycle.Run, locale: str) -> str:
+    """What a person should know about a run in one line: what it waits for, or its error."""
+    if r.waiting_for is not None:
+        return common.text(
+            "run.waiting_for",
+            locale,
+            segment=r.waiting_for.segment,
+            title=r.waiting_for.title,
+            since=_when(r.waiting_for.created_at, r.timezone),
+        )
+    return r.error or ""
+
+
+@runs_app.command("show")
+def show_cmd(ctx: typer.Context, run: RunId, as_json: JsonOption = False) -> None:
+    """One run in full: its status, error or result, session, and every approval point."""
+
+    async def fetch(conn: psycopg.AsyncConnection[Any]) -> tuple[lifecycle.Run, list[lifecycle.Approval]]:
+        found = await lifecycle.get_run(conn, run)
+        return found, await lifecycle.approvals(conn, found.id)
+
+    r, points = common.run(ctx, fetch)
+    if as_json:
+        data = r.as_dict()
+        data["approvals"] = [lifecycle.plain(a) for a in points]
+        common.print_json(data)
+        return
+    locale = common.state(ctx).locale
+    tz = r.timezone
+    rows: list[tuple[str, object]] = [
+        ("run", f"#{r.short_id} ({r.id})"),
+        ("schedule", r.schedule_name or ""),
+        ("fire", f"{_when(r.fire_at, tz)} ({tz}) {r.kind}" if r.fire_at else ""),
+        ("task", r.task),
+        ("inputs", _json_text(r.inputs)),
+        ("status", _status(r.status, locale)),
+        ("segment", r.segment),
+        ("note", _note(r, locale)),
+        ("started by", r.started_by),
+        ("created", _when(r.created_at, tz)),
+        ("started", _when(r.started_at, tz)),
+        ("finished", _when(r.finished_at, tz)),
+        ("timeout", messages.duration(r.timeout, locale) if r.timeout else ""),
+        ("deadline", _when(r.deadline_at, tz)),
+        ("session key", r.session_key or ""),
+        ("result", _json_text(r.result) if r.result is not None else ""),
+        ("job", r.job_id or ""),
+    ]
+    table = Table(box=None, pad_edge=False, show_header=False)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for key, value in rows:
+        if value not in ("", None):
+            table.add_row(key, _cell(value))
+    common.out().print(table)
+    if points:
+        approvals = Table(box=None, pad_edge=False, header_style="bold", title="approvals", title_justify="left")
+        for title in ("segment", "title", "status", "by", "at", "comment"):
+            approvals.add_column(title, overflow="fold")
+        for a in points:
+            approvals.add_row(
+                _cell(a.segment),
+                _cell(a.title),
+                _cell(common.text(f"approval.status.{a.status}", locale)),
+                _cell(a.decided_by),
+                _cell(_when(a.decided_at, tz)),
+                _cell(a.comment),
+            )
+        common.out().print(approvals)
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+@runs_app.command("approve")
+def approve_cmd(
+    ctx: typer.Context, run: RunId, comment: Comment = None, segment: Segment = None, by: By = None,
+    as_json: JsonOption = False,
+) -> None:  # fmt: skip
+    """Approve the run's pending approval: it continues in its next segment with its state."""
+
+    async def act(conn: psycopg.AsyncConnection[Any]) -> lifecycle.Run:
+        return await lifecycle.approve(conn, run, _by(by), comment, segment)
+
+    r = common.run(ctx, act)
+    if as_json:
+        common.print_json(r.as_dict())
+        return
+    common.say(ctx, "run.approved", run=r.short_id, segment=r.segment, next=r.segment + 1)
+
+
+@runs_app.command("reject")
+def reject_cmd(
+    ctx: typer.Context, run: RunId, comment: Comment = None, segment: Segment = None, by: By = None,
+    as_json: JsonOption = False,
+) -> None:  # fmt: skip
+    """Reject the run's pending approval: the run is cancelled."""
+
+    async def act(conn: psycopg.AsyncConnection[Any]) -> lifecycle.Run:
+        return await lifecycle.reject(conn, run, _by(by), comment, segment)
+
+    r = common.run(ctx, act)
+    if as_json:
+        common.print_json(r.as_dict())
+        return
+    common.say(ctx, "run.rejected", run=r.short_id)
+
+
+@runs_app.command("resume")
+def resume_cmd(ctx: typer.Context, run: RunId, by: By = None, as_json: JsonOption = False) -> None:
+    """Re-queue a suspended run (its worker stopped): Procrastinate retries its job."""
+
+    async def act(conn: psycopg.AsyncConnection[Any]) -> lifecycle.Run:
+        return await lifecycle.resume(conn, run, _by(by))
+
+    r = common.run(ctx, act)
+    if as_json:
+        common.print_json(r.as_dict())
+        return
+    common.say(ctx, "run.resumed", run=r.short_id)
+
+
+@runs_app.command("abandon")
+def abandon_cmd(ctx: typer.Context, run: RunId, by: By = None, as_json: JsonOption = False) -> None:
+    """Give up on a suspended run: it is cancelled."""
+
+    async def act(conn: psycopg.AsyncConnection[Any]) -> lifecycle.Run:
+        return await lifecycle.abandon(conn, run, _by(by))
+
+    r = common.run(ctx, act)
+    if as_json:
+        common.print_json(r.as_dict())
+        return
+    common.say(ctx, "run.abandoned", run=r.short_id)
+
+
+@runs_app.command("cancel")
+def cancel_cmd(ctx: typer.Context, run: RunId, by: By = None, as_json: JsonOption = False) -> None:
+    """Cancel a run that has not ended; a running one is aborted by its worker."""
+
+    async def act(conn: psycopg.AsyncConnection[Any]) -> tuple[lifecycle.Run, str]:
+        return await lifecycle.cancel(conn, run, _by(by))
+
+    r, outcome = common.run(ctx, act)
+    if as_json:
+        common.print_json({**r.as_dict(), "outcome": outcome})
+        return
+    common.say(ctx, "run.abort_requested" if outcome == "abort_requested" else "run.cancelled", run=r.short_id)
+
+
+# ---------------------------------------------------------------------------------------------- prune
+
+
+def prune_cmd(
+    ctx: typer.Context,
+    older_than: Annotated[
+        str, typer.Option("--older-than", help="Remove finished history older than this (e.g. 30d, 12h).")
+    ],
+    as_json: JsonOption = False,
+) -> None:
+    """Remove finished history older than --older-than: fires, runs, approvals, notifications and their
+    Procrastinate jobs. Never the newest fire of a schedule, never a run that has not ended."""
+    age = lifecycle.parse_age(older_than, "older_than")
+
+    async def act(conn: psycopg.AsyncConnection[Any]) -> lifecycle.PruneReport:
+        return await lifecycle.prune(conn, age)
+
+    report = common.run(ctx, act)
+    if as_json:
+        common.print_json(report.as_dict())
+        return
+    locale = common.state(ctx).locale
+    common.say(ctx, "run.pruned", older_than=messages.duration(age, locale), **report.as_dict())
