@@ -4,7 +4,7 @@ Sub-apps written elsewhere are mounted when their module exists and skipped whil
 missing module of exactly that name is skipped; an error inside one that exists is raised):
 
 - ``agentlab_sched.cli.notify:notify_app`` as ``notify``;
-- ``agentlab_sched.cli.history:fires_cmd`` as ``fires`` and ``:runs_app`` as ``runs``;
+- ``agentlab_sched.cli.history:fires_cmd`` as ``fires``, ``:runs_app`` as ``runs``, ``:prune_cmd`` as ``prune``;
 - ``agentlab_sched.cli.worker:register(app)`` (``worker``, ``dev``, ``doctor``);
 - ``agentlab_sched.cli.firing:register(schedules_app)`` (``schedules trigger``, ``schedules backfill``).
 """
@@ -91,6 +91,7 @@ def _mount() -> None:
     if history is not None:
         app.command("fires")(history.fires_cmd)
         app.add_typer(history.runs_app, name="runs")
+        app.command("prune")(history.prune_cmd)
     worker = _optional("agentlab_sched.cli.worker")
     if worker is not None:
         worker.register(app)
