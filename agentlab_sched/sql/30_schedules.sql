@@ -369,8 +369,16 @@ END
 $$;
 
 CREATE OR REPLACE TRIGGER schedules_after_write
-    AFTER INSERT OR UPDATE OR DELETE ON agentlab_sched.schedules
+    AFTER INSERT OR DELETE ON agentlab_sched.schedules
     FOR EACH ROW EXECUTE FUNCTION agentlab_sched.schedules_after_write();
+
+-- Updates: the WHEN clause keeps a tick's bookkeeping (thousands of rows a batch) from even queueing
+-- the trigger.
+CREATE OR REPLACE TRIGGER schedules_after_update
+    AFTER UPDATE ON agentlab_sched.schedules
+    FOR EACH ROW
+    WHEN (NEW.version <> OLD.version OR (NEW.replan IS NOT NULL AND NEW.replan IS DISTINCT FROM OLD.replan))
+    EXECUTE FUNCTION agentlab_sched.schedules_after_write();
 
 -- alter_schedule(): change some fields of a schedule; NULL leaves a field as it is.
 CREATE OR REPLACE FUNCTION agentlab_sched.alter_schedule(
