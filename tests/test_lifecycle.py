@@ -814,3 +814,48 @@ async def test_list_runs_and_fires_filter_and_check_their_filters(conn: Conn) ->
 
 def test_messages_of_the_lifecycle_agree_across_locales() -> None:
     assert [c for c in messages.check_catalog() if c.startswith(("run.", "approval.", "session.", "retention."))] == []
+
+
+# --------------------------------------------------------------------------------------------------
+# Notifications: each approval point once per segment, a suspended run once (the outbox trigger)
+# --------------------------------------------------------------------------------------------------
+
+
+async def test_lifecycle_notifies_each_approval_point_once_and_a_suspension_once(conn: Conn) -> None:
+    from agentlab_sched.notify import set_webhook
+
+    from .test_notify_fakes import FEISHU_URL, settings
+
+    sid = await make_schedule(conn, next_run_at=None, overlap="allow_all")
+    await set_webhook(conn, "store-report", url=FEISHU_URL, events="finished,failed,awaiting_approval",
+                      settings=settings())  # fmt: skip
+
+    async def events() -> list[tuple[str, str, int]]:
+        cur = await conn.execute("SELECT run_id, event, segment FROM agentlab_sched.outbox ORDER BY id")
+        return [(str(r["run_id"])[:6], r["event"], r["segment"]) for r in await cur.fetchall()]
+
+    asking = await launch(conn, sid, "manual:ask")
+    await set_job_status(conn, asking["job_id"], "doing")
+    await ask(conn, asking, "step 1", None)
+    approved = await lifecycle.approve(conn, asking["id"], "alice")  # waiting until it starts: no event
+    await set_job_status(conn, approved.job_id, "doing")
+    await ask(conn, await run_row(conn, asking["id"]), "step 2", None)
+    approved = await lifecycle.approve(conn, asking["id"], "alice")
+    await set_job_status(conn, approved.job_id, "doing")
+    await set_job_status(conn, approved.job_id, "succeeded")
+
+    stalled = await launch(conn, sid, "manual:stall")
+    await start_on(conn, stalled["job_id"], None)
+    await lifecycle.detect_suspended(conn)
+    await lifecycle.resume(conn, stalled["id"], "erin")
+    await start_on(conn, stalled["job_id"], None)
+    await lifecycle.detect_suspended(conn)  # suspended a second time: not reported again
+    await lifecycle.abandon(conn, stalled["id"], "erin")
+
+    a, s = str(asking["id"])[:6], str(stalled["id"])[:6]
+    assert await events() == [
+        (a, "awaiting_approval", 1),
+        (a, "awaiting_approval", 2),
+        (a, "finished", 3),
+        (s, "failed", 1),
+    ]
