@@ -230,7 +230,17 @@ def machine() -> dict[str, Any]:
         "cpu_model": model,
         "python": platform.python_version(),
         "loadavg": os.getloadavg(),
+        "python_loop_ms": calibrate(),
     }
+
+
+def calibrate() -> float:
+    """Milliseconds for a fixed pure-Python loop (10**6 additions): compares the speed of runs and machines."""
+    began = time.perf_counter()
+    total = 0
+    for i in range(1_000_000):
+        total += i
+    return round((time.perf_counter() - began) * 1000, 1)
 
 
 def emit(result: dict[str, Any], save: str | None) -> None:

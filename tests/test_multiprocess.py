@@ -1,11 +1,11 @@
 """Three worker processes, 200 per-second schedules, ten seconds of real time: every due time once.
 
-The workers are separate processes (each runs `run_worker`: the Procrastinate worker, the periodic tick
-and the precise loop), racing for the same schedules. After SIGTERM (each must exit within 3 s) the
-ledger must hold exactly one row per (schedule, due time), no due time may be missing between a
-schedule's first fire and its pending next_run_at, and every started fire must have exactly one run
-and one job whose statuses agree. Lateness is not asserted here (a loaded CI machine): see
-bench/lateness.py.
+The workers are separate processes, each `agentlab-sched worker --app agentlab_sched.demo.app` (the
+Procrastinate worker, the periodic tick and the precise loop), racing for the same schedules. After
+SIGTERM (each must exit within 3 s) the ledger must hold exactly one row per (schedule, due time), no
+due time may be missing between a schedule's first fire and its pending next_run_at, and every started
+fire must have exactly one run and one job whose statuses agree. Lateness is not asserted here (a
+loaded CI machine): see bench/lateness.py.
 """
 
 from __future__ import annotations
@@ -28,15 +28,15 @@ SCHEDULES = 200
 SECONDS = 10.0
 STOP_WITHIN = 3.0
 
-#: One worker process: what `agentlab-sched worker --app agentlab_sched.demo.app` runs.
-WORKER = """
-import asyncio, os
-from agentlab_sched.demo import make_app
-from agentlab_sched.worker import run_worker
-
-url = os.environ["AGENTLAB_SCHED_DATABASE_URL"]
-asyncio.run(run_worker(make_app(url), url, concurrency=10))
-"""
+#: One worker process: the `agentlab-sched` console script, run by this interpreter.
+WORKER = [
+    sys.executable,
+    "-c",
+    "from agentlab_sched.cli import main; main()",
+    "worker",
+    "--app",
+    "agentlab_sched.demo.app",
+]
 
 JOB_TO_RUN = {"todo": "queued", "doing": "running", "succeeded": "succeeded"}
 
@@ -44,7 +44,7 @@ JOB_TO_RUN = {"todo": "queued", "doing": "running", "succeeded": "succeeded"}
 def _start_workers(db_url: str) -> list[subprocess.Popen[bytes]]:
     env = {**os.environ, "AGENTLAB_SCHED_DATABASE_URL": db_url, "AGENTLAB_SCHED_LOCALE": "en"}
     root = Path(__file__).resolve().parent.parent
-    return [subprocess.Popen([sys.executable, "-c", WORKER], cwd=root, env=env) for _ in range(WORKERS)]
+    return [subprocess.Popen(WORKER, cwd=root, env=env) for _ in range(WORKERS)]
 
 
 def _stop(workers: list[subprocess.Popen[bytes]]) -> list[float]:

@@ -1,0 +1,131 @@
+"""Idle cost: 100k schedules, none due for the next hour, plus one every-minute schedule.
+
+    python -m bench.idle                                   # agentlab-sched's worker, 60 s
+    python -m bench.idle --seconds 30 --mode none --mode bare --mode loop --mode tick --mode precise
+
+Reported per mode: CPU seconds per minute of the worker process and of the whole PostgreSQL server
+(postmaster and all its processes, from /proc/<pid>/stat), measured after a warm-up, with nothing else
+touching the database; then how late the every-minute schedule's fires were recorded and started.
+Modes (bench/worker.py): ``precise`` is ``agentlab-sched worker`` (periodic tick + precise loop), ``tick``
+a plain procrastinate worker with the blueprint, ``bare`` a procrastinate worker without the scheduler,
+``loop`` the precise loop alone, ``none`` no worker at all (the server's own floor).
+
+Target (issue 3): scheduler and PostgreSQL together <= 0.05 CPU-s per minute; the every-minute fire
+< 0.1 s late.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from . import common
+
+WARMUP = 10.0
+
+
+def _load(url: str, count: int) -> None:
+    """``count`` daily schedules due 2 to 12 hours from now (planned), and one every-minute schedule."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT agentlab_sched.register_tasks(ARRAY['demo.echo'])")
+        conn.execute(
+            """INSERT INTO agentlab_sched.schedules (name, cron, task, timezone, next_run_at, replan)
+               SELECT 'idle-' || g, extract(minute FROM at)::int || ' ' || extract(hour FROM at)::int || ' * * *',
+                      'demo.echo', 'UTC', at, NULL
+               FROM (SELECT g, date_trunc('minute', now()) + interval '2 hours' + (g %% 600) * interval '1 minute'
+                            AS at
+                     FROM generate_series(1, %s) g) t""",
+            (count,),
+        )
+        conn.execute(
+            """INSERT INTO agentlab_sched.schedules (name, cron, task, timezone, next_run_at, replan, overlap)
+               VALUES ('every-minute', '* * * * *', 'demo.echo', 'UTC',
+                       date_trunc('minute', now()) + interval '1 minute', NULL, 'allow_all')"""
+        )
+    common.settle(url)
+
+
+def _measure(srv: common.Server, url: str, mode: str, seconds: float) -> dict[str, Any]:
+    if srv.postmaster_pid is None:
+        raise SystemExit("the PostgreSQL server is not on this machine: its CPU cannot be read")
+    worker = common.start_worker(url, mode) if mode != "none" else None
+    try:
+        time.sleep(WARMUP)
+        began = time.monotonic()
+        pg0 = common.postgres_cpu(srv.postmaster_pid)
+        w0 = common.process_cpu(worker.pid, children=True) if worker else 0.0
+        time.sleep(seconds)
+        pg1 = common.postgres_cpu(srv.postmaster_pid)
+        w1 = common.process_cpu(worker.pid, children=True) if worker else 0.0
+        elapsed = time.monotonic() - began
+    finally:
+        if worker:
+            common.stop_worker(worker)
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        fires = conn.execute(
+            """SELECT f.fire_at, f.status, extract(epoch FROM f.created_at - f.fire_at) AS recorded,
+                      extract(epoch FROM r.started_at - f.fire_at) AS started
+               FROM agentlab_sched.fires f LEFT JOIN agentlab_sched.runs r ON r.id = f.run_id
+               ORDER BY f.fire_at"""
+        ).fetchall()
+    per_minute = 60.0 / elapsed
+    worker_cpu, pg_cpu = (w1 - w0) * per_minute, (pg1 - pg0) * per_minute
+    return {
+        "mode": mode,
+        "seconds": round(elapsed, 1),
+        "worker_cpu_s_per_min": round(worker_cpu, 3),
+        "postgres_cpu_s_per_min": round(pg_cpu, 3),
+        "total_cpu_s_per_min": round(worker_cpu + pg_cpu, 3),
+        "fires": [
+            {
+                "fire_at": f["fire_at"].isoformat(),
+                "status": f["status"],
+                "recorded_late_ms": round(float(f["recorded"]) * 1000, 1),
+                "started_late_ms": None if f["started"] is None else round(float(f["started"]) * 1000, 1),
+            }
+            for f in fires
+        ],
+    }
+
+
+def run(modes: list[str], seconds: float, count: int, rounds: int) -> dict[str, Any]:
+    results: dict[str, Any] = {"machine": common.machine(), "schedules": count + 1, "modes": {}}
+    with common.server() as srv:
+        results["postgres"] = srv.version()
+        with srv.database() as url:
+            began = time.monotonic()
+            _load(url, count)
+            results["load_seconds"] = round(time.monotonic() - began, 1)
+            for _ in range(rounds):
+                for mode in modes:
+                    one = _measure(srv, url, mode, seconds)
+                    results["modes"].setdefault(mode, []).append(one)
+                    late = [f["started_late_ms"] for f in one["fires"]]
+                    print(
+                        f"{mode}: worker {one['worker_cpu_s_per_min']} + postgres {one['postgres_cpu_s_per_min']} "
+                        f"= {one['total_cpu_s_per_min']} CPU-s/min; every-minute fire started late (ms): {late}",
+                        flush=True,
+                    )
+                    with psycopg.connect(url, autocommit=True) as conn:  # the next mode starts clean
+                        conn.execute("TRUNCATE agentlab_sched.fires, agentlab_sched.runs, procrastinate_jobs CASCADE")
+    for mode, ones in results["modes"].items():
+        results[f"{mode}_median_total_cpu_s_per_min"] = common.median([o["total_cpu_s_per_min"] for o in ones])
+    results["machine"]["loadavg_end"] = common.machine()["loadavg"]
+    return results
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--mode", choices=["precise", "tick", "bare", "loop", "none"], action="append", help="default precise"
+    )
+    parser.add_argument("--seconds", type=float, default=60.0, help="measured seconds per mode (default 60)")
+    parser.add_argument("--schedules", type=int, default=100_000, help="idle schedules (default 100000)")
+    parser.add_argument("--rounds", type=int, default=1, help="measurements per mode (medians reported)")
+    parser.add_argument("--save", help="write the JSON result to this file too")
+    args = parser.parse_args()
+    common.emit(run(args.mode or ["precise"], args.seconds, args.schedules, args.rounds), args.save)

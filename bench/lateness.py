@@ -1,0 +1,127 @@
+"""Lateness: 50 per-second schedules; how late does each task start after its nominal due time?
+
+    python -m bench.lateness                          # both modes, 60 s each
+    python -m bench.lateness --seconds 15 --mode precise
+
+Lateness is ``runs.started_at - fires.fire_at``: from the nominal cron instant to the moment a worker
+took the job (the run turns ``running`` in the same transaction). Also reported: how late the fire was
+recorded (``fires.created_at``, the start of the tick's transaction). Modes, each a worker process of its
+own on a fresh database (see bench/worker.py):
+
+- ``tick``: a plain procrastinate worker on the demo app; schedules fire from the blueprint's periodic
+  tick only (Procrastinate defers it every second, 0.5 s after the second: its MARGIN).
+- ``precise``: ``run_worker`` (what ``agentlab-sched worker`` runs): the tick plus the precise loop,
+  which sleeps until the earliest next_run_at.
+
+Targets (issue 3): p99 < 1 s with the tick, < 100 ms with the precise loop.
+
+``--synchronous-commit off`` sets it on the benchmark database (a diagnosis: how much of the job start
+lateness is waiting for WAL flushes, one per job fetch and one per job finish); ``--concurrency`` is the
+worker's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from . import common
+
+SCHEDULES = 50
+#: Seconds ignored after the first fire (start-up), and before the end (jobs not yet taken).
+WARMUP = 3.0
+TAIL = 2.0
+
+
+def _measure(url: str, mode: str, seconds: float, sync_commit: str, concurrency: int) -> dict[str, Any]:
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        conn.execute(f"ALTER DATABASE {conn.info.dbname} SET synchronous_commit = {sync_commit}")
+        common.insert_schedules(
+            conn, SCHEDULES, cron="* * * * * *", next_run_at=None, prefix="late", overlap="allow_all"
+        )
+        worker = common.start_worker(url, mode, "--concurrency", str(concurrency))
+        try:
+            deadline = time.monotonic() + 60
+            first = None
+            while first is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+                first = conn.execute("SELECT min(fire_at) AS at FROM agentlab_sched.fires").fetchone()["at"]
+            if first is None:
+                raise RuntimeError(f"no fire within 60 s in mode {mode}")
+            time.sleep(WARMUP + seconds + TAIL)
+        finally:
+            stopped_in = common.stop_worker(worker)
+        rows = conn.execute(
+            """SELECT f.status, extract(epoch FROM f.created_at - f.fire_at) AS recorded,
+                      extract(epoch FROM r.started_at - f.fire_at) AS started
+               FROM agentlab_sched.fires f LEFT JOIN agentlab_sched.runs r ON r.id = f.run_id
+               WHERE f.fire_at >= %(first)s + make_interval(secs => %(warmup)s)
+                 AND f.fire_at < %(first)s + make_interval(secs => %(warmup)s + %(seconds)s)""",
+            {"first": first, "warmup": WARMUP, "seconds": seconds},
+        ).fetchall()
+    started = [float(r["started"]) for r in rows if r["started"] is not None]
+    recorded = [float(r["recorded"]) for r in rows]
+    return {
+        "mode": mode,
+        "fires": len(rows),
+        "expected_fires": int(SCHEDULES * seconds),
+        "not_launched": sum(1 for r in rows if r["status"] != "started"),
+        "not_started": len(rows) - len(started),
+        "start_p50_ms": _ms(common.percentile(started, 50)),
+        "start_p99_ms": _ms(common.percentile(started, 99)),
+        "start_max_ms": _ms(max(started, default=float("nan"))),
+        "recorded_p50_ms": _ms(common.percentile(recorded, 50)),
+        "recorded_p99_ms": _ms(common.percentile(recorded, 99)),
+        "worker_stopped_in_s": round(stopped_in, 2),
+    }
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 1)
+
+
+def run(modes: list[str], seconds: float, rounds: int, sync_commit: str, concurrency: int) -> dict[str, Any]:
+    results: dict[str, Any] = {
+        "machine": common.machine(),
+        "seconds": seconds,
+        "schedules": SCHEDULES,
+        "synchronous_commit": sync_commit,
+        "concurrency": concurrency,
+        "modes": {},
+    }
+    with common.server() as srv:
+        results["postgres"] = srv.version()
+        for _ in range(rounds):
+            for mode in modes:
+                with srv.database() as url:
+                    one = _measure(url, mode, seconds, sync_commit, concurrency)
+                results["modes"].setdefault(mode, []).append(one)
+                print(
+                    f"{mode}: start p50 {one['start_p50_ms']} ms, p99 {one['start_p99_ms']} ms "
+                    f"({one['fires']} fires, {one['not_started']} not started)",
+                    flush=True,
+                )
+    for mode, ones in results["modes"].items():
+        results[f"{mode}_median"] = {
+            key: common.median([o[key] for o in ones])
+            for key in ("start_p50_ms", "start_p99_ms", "start_max_ms", "recorded_p50_ms", "recorded_p99_ms")
+        }
+    results["machine"]["loadavg_end"] = common.machine()["loadavg"]
+    return results
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mode", choices=["tick", "precise"], action="append", help="repeatable; default both")
+    parser.add_argument("--seconds", type=float, default=60.0, help="measured seconds per mode (default 60)")
+    parser.add_argument("--rounds", type=int, default=1, help="measurements per mode (medians reported)")
+    parser.add_argument("--synchronous-commit", choices=["on", "off"], default="on")
+    parser.add_argument("--concurrency", type=int, default=10, help="the worker's (default 10)")
+    parser.add_argument("--save", help="write the JSON result to this file too")
+    args = parser.parse_args()
+    modes = args.mode or ["tick", "precise"]
+    common.emit(run(modes, args.seconds, args.rounds, args.synchronous_commit, args.concurrency), args.save)
