@@ -53,7 +53,7 @@ def _procrastinate_migrations() -> list[Path]:
     return sorted(Path(SchemaManager.get_migrations_path()).glob("*.sql"))
 
 
-def migrate(url: str, *, locale: str | None = None) -> MigrateReport:
+def migrate(url: str, *, locale: str | None = None, on_time_window: float | None = None) -> MigrateReport:
     """Bring the database at ``url`` up to date; running it again changes nothing."""
     report = MigrateReport()
     with psycopg.connect(url, autocommit=False) as conn:
@@ -67,15 +67,13 @@ def migrate(url: str, *, locale: str | None = None) -> MigrateReport:
                        checksum text NOT NULL,
                        applied_at timestamptz NOT NULL DEFAULT now())"""
             )
-            applied = dict(
-                conn.execute("SELECT name, checksum FROM agentlab_sched.schema_migrations").fetchall()
-            )
+            applied = dict(conn.execute("SELECT name, checksum FROM agentlab_sched.schema_migrations").fetchall())
             _procrastinate(conn, applied, report)
             _ours(conn, applied, report)
             for path in sorted(SQL_DIR.glob("*.sql")):
                 conn.execute(path.read_text(encoding="utf-8"))
                 report.sql_files.append(path.name)
-            _catalogue(conn, locale)
+            _catalogue(conn, locale, on_time_window)
     return report
 
 
@@ -114,13 +112,11 @@ def _ours(conn: psycopg.Connection, applied: dict[str, str], report: MigrateRepo
                 raise SchedError("migrate.changed", "migrations", file=name)
             continue
         conn.execute(text)
-        conn.execute(
-            "INSERT INTO agentlab_sched.schema_migrations (name, checksum) VALUES (%s, %s)", (name, digest)
-        )
+        conn.execute("INSERT INTO agentlab_sched.schema_migrations (name, checksum) VALUES (%s, %s)", (name, digest))
         report.applied.append(name)
 
 
-def _catalogue(conn: psycopg.Connection, locale: str | None) -> None:
+def _catalogue(conn: psycopg.Connection, locale: str | None, on_time_window: float | None) -> None:
     conn.execute("DELETE FROM agentlab_sched.messages")
     with conn.cursor() as cur:
         cur.executemany(
@@ -133,3 +129,13 @@ def _catalogue(conn: psycopg.Connection, locale: str | None) -> None:
                ON CONFLICT (key) DO UPDATE SET value = excluded.value""",
             (messages.normalise_locale(locale),),
         )
+    if on_time_window is None:
+        from .settings import Settings
+
+        on_time_window = Settings.from_env().on_time_window
+    # The overdue view reads it: the database has no environment.
+    conn.execute(
+        """INSERT INTO agentlab_sched.config (key, value) VALUES ('on_time_window_seconds', %s)
+           ON CONFLICT (key) DO UPDATE SET value = excluded.value""",
+        (str(int(on_time_window)),),
+    )

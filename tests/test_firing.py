@@ -92,9 +92,7 @@ async def test_concurrent_ticks_with_clocks_two_minutes_apart_fire_once(
 
 async def test_a_fire_already_in_the_ledger_is_not_launched_again(conn: psycopg.AsyncConnection[Any]) -> None:
     sid = await make_schedule(conn)
-    launch = (
-        "SELECT agentlab_sched.launch(s, %s, 'scheduled') AS r FROM agentlab_sched.schedules s WHERE id = %s"
-    )
+    launch = "SELECT agentlab_sched.launch(s, %s, 'scheduled') AS r FROM agentlab_sched.schedules s WHERE id = %s"
     first = await (await conn.execute(launch, (NINE, sid))).fetchone()
     second = await (await conn.execute(launch, (NINE, sid))).fetchone()
     assert first["r"]["status"] == "started" and second["r"] == {"status": "duplicate"}
@@ -201,9 +199,7 @@ async def test_grace_zero_and_a_14_second_late_tick_is_still_on_time(
 async def test_per_second_schedule_down_30_days_costs_one_row_and_bounded_work(
     conn: psycopg.AsyncConnection[Any],
 ) -> None:
-    sid = await make_schedule(
-        conn, cron="* * * * * *", timezone="UTC", next_run_at=NINE, grace=timedelta(minutes=1)
-    )
+    sid = await make_schedule(conn, cron="* * * * * *", timezone="UTC", next_run_at=NINE, grace=timedelta(minutes=1))
     now = NINE + timedelta(days=30)
     began = time.perf_counter()
     await fire_due(conn, now, settings=EN)
@@ -258,14 +254,17 @@ async def test_ends_at_and_remaining_runs_stop_the_schedule(conn: psycopg.AsyncC
     assert await next_of(conn, ended) is None
     assert await next_of(conn, limited) is None
     assert [f["status"] for f in await fires(conn, ended)] == ["started"]
-    cur = await conn.execute("SELECT remaining_runs FROM agentlab_sched.schedules WHERE id = %s", (limited,))
-    assert (await cur.fetchone())["remaining_runs"] == 0
+    cur = await conn.execute("SELECT remaining_runs, version FROM agentlab_sched.schedules WHERE id = %s", (limited,))
+    # Counting down is bookkeeping: no new version (a user's expected_version stays valid), no audit row.
+    assert (await cur.fetchone()) == {"remaining_runs": 0, "version": 1}
+    cur = await conn.execute(
+        "SELECT count(*) AS n FROM agentlab_sched.schedule_changes WHERE schedule_id = %s", (limited,)
+    )
+    assert (await cur.fetchone())["n"] == 1  # the insert only
 
 
 async def test_starts_at_defers_the_first_fire(conn: psycopg.AsyncConnection[Any]) -> None:
-    sid = await make_schedule(
-        conn, next_run_at=None, replan="now", starts_at=NINE + timedelta(days=2, hours=1)
-    )
+    sid = await make_schedule(conn, next_run_at=None, replan="now", starts_at=NINE + timedelta(days=2, hours=1))
     await fire_due(conn, NINE - timedelta(hours=1), settings=EN)
     assert await next_of(conn, sid) == NINE + timedelta(days=3)
     assert await fires(conn, sid) == []
@@ -345,9 +344,7 @@ async def test_skip_names_the_blocking_run_and_why(
     assert [str(r["id"]) for r in await runs_of(conn, sid)] == [busy]
     assert await next_of(conn, sid) == NINE + timedelta(days=1)
     await conn.execute("SET agentlab_sched.locale = 'zh-CN'")
-    cur = await conn.execute(
-        "SELECT agentlab_sched.msg(reason_code, reason_params) AS t FROM agentlab_sched.fires"
-    )
+    cur = await conn.execute("SELECT agentlab_sched.msg(reason_code, reason_params) AS t FROM agentlab_sched.fires")
     assert (await cur.fetchone())["t"] == f"上一次运行 #{busy[:6]} {zh}"
 
 
@@ -412,10 +409,7 @@ async def test_a_task_no_worker_registered_is_refused_by_name(conn: psycopg.Asyn
         None,
         "launch.unknown_task",
     )
-    assert (
-        fire["reason"]
-        == "no live worker has registered the task reports.weekly; start a worker that includes it"
-    )
+    assert fire["reason"] == "no live worker has registered the task reports.weekly; start a worker that includes it"
     assert await next_of(conn, sid) == NINE + timedelta(days=1)
 
 
@@ -528,9 +522,7 @@ async def test_cancelling_with_procrastinate_is_seen(db_url: str, conn: psycopg.
 
 
 async def test_failures_count_and_pause_the_schedule(conn: psycopg.AsyncConnection[Any]) -> None:
-    sid = await make_schedule(
-        conn, cron="* * * * *", timezone="UTC", pause_after_failures=2, overlap="allow_all"
-    )
+    sid = await make_schedule(conn, cron="* * * * *", timezone="UTC", pause_after_failures=2, overlap="allow_all")
     for minute in range(2):
         await fire_due(conn, NINE + timedelta(minutes=minute, seconds=1), settings=EN)
     first, second = await runs_of(conn, sid)
@@ -560,18 +552,12 @@ async def test_trigger_fires_now_through_the_same_rules(conn: psycopg.AsyncConne
     assert run["started_by"] == "manual:alice"
     # The run is still queued: a second manual fire is skipped by the overlap rule.
     again = await trigger(conn, "store-report", settings=EN)
-    assert (
-        again.status == "skipped_overlap"
-        and again.reason is not None
-        and f"#{str(run['id'])[:6]}" in again.reason
-    )
+    assert again.status == "skipped_overlap" and again.reason is not None and f"#{str(run['id'])[:6]}" in again.reason
 
 
 async def test_sql_trigger_is_carried_out_by_the_next_tick(conn: psycopg.AsyncConnection[Any]) -> None:
     sid = await make_schedule(conn)
-    cur = await conn.execute(
-        "SELECT agentlab_sched.trigger('store-report', '{\"stat_date\": \"2026-01-01\"}')"
-    )
+    cur = await conn.execute("SELECT agentlab_sched.trigger('store-report', '{\"stat_date\": \"2026-01-01\"}')")
     request_id = (await cur.fetchone())["trigger"]
     await fire_due(conn, NINE - timedelta(hours=1), settings=EN)
     [fire] = await fires(conn, sid)
@@ -580,9 +566,7 @@ async def test_sql_trigger_is_carried_out_by_the_next_tick(conn: psycopg.AsyncCo
         "started",
         {"stat_date": "2026-01-01"},
     )
-    cur = await conn.execute(
-        "SELECT fire_ids, done_at FROM agentlab_sched.fire_requests WHERE id = %s", (request_id,)
-    )
+    cur = await conn.execute("SELECT fire_ids, done_at FROM agentlab_sched.fire_requests WHERE id = %s", (request_id,))
     req = await cur.fetchone()
     assert req["fire_ids"] == [fire["id"]] and req["done_at"] is not None
 
@@ -591,9 +575,7 @@ async def test_backfill_fires_each_due_time_with_its_own_inputs(conn: psycopg.As
     from agentlab_sched.tick import backfill
 
     sid = await make_schedule(conn, overlap="allow_all")
-    outcomes = await backfill(
-        conn, "store-report", NINE - timedelta(days=3), NINE - timedelta(days=1), settings=EN
-    )
+    outcomes = await backfill(conn, "store-report", NINE - timedelta(days=3), NINE - timedelta(days=1), settings=EN)
     assert [o.status for o in outcomes] == ["started"] * 3
     rows = await fires(conn, sid)
     assert [(f["kind"], f["inputs"]["stat_date"]) for f in rows] == [
@@ -635,9 +617,7 @@ async def test_inputs_render_every_placeholder_in_the_schedule_zone(
         "n": 3,
     }
     with pytest.raises(psycopg.errors.InvalidParameterValue) as err:
-        await conn.execute(
-            "SELECT agentlab_sched.render_inputs('{\"a\": \"{{ os.system }}\"}', now(), 'UTC')"
-        )
+        await conn.execute("SELECT agentlab_sched.render_inputs('{\"a\": \"{{ os.system }}\"}', now(), 'UTC')")
     assert str(err.value).startswith("unknown placeholder {{ os.system }}; known: schedule.date, ")
 
 

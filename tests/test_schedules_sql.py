@@ -789,6 +789,6 @@ def test_overdue_shows_schedules_nothing_is_firing(sync_conn: psycopg.Connection
     assert 299 <= rows[0]["late_by"].total_seconds() < 360
     assert rows[0]["on_time_window"].total_seconds() == 60
     # A smaller on-time window (deployment setting) makes the 30 s one overdue too.
-    sync_conn.execute(f"INSERT INTO {S}.config (key, value) VALUES ('on_time_window_seconds', '10')")
+    sync_conn.execute(f"UPDATE {S}.config SET value = '10' WHERE key = 'on_time_window_seconds'")
     names = [r["name"] for r in sync_conn.execute(f"SELECT name FROM {S}.overdue ORDER BY name").fetchall()]
     assert names == ["late", "on-time", "unplanned"]

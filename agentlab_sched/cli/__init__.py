@@ -86,7 +86,7 @@ def _optional(module: str) -> ModuleType | None:
 def _mount() -> None:
     notify = _optional("agentlab_sched.cli.notify")
     if notify is not None:
-        app.add_typer(notify.notify_app, name="notify")
+        notify.register(app)  # notify test|rotate-secrets, and a top-level rotate-secrets
     history = _optional("agentlab_sched.cli.history")
     if history is not None:
         app.command("fires")(history.fires_cmd)

@@ -167,6 +167,10 @@ BEGIN
         same.replan := OLD.replan;
         same.consecutive_failures := OLD.consecutive_failures;
         same.session_key := OLD.session_key;
+        -- launch() counting remaining_runs down is bookkeeping too (it says so for that one update).
+        IF current_setting('agentlab_sched.countdown', true) = 'on' THEN
+            same.remaining_runs := OLD.remaining_runs;
+        END IF;
         same.version := OLD.version;
         same.updated_at := OLD.updated_at;
         IF same IS NOT DISTINCT FROM OLD THEN

@@ -242,7 +242,9 @@ BEGIN
                  ELSE 'schedule:' || s.name END,
             s.timeout, session);
     IF s.remaining_runs IS NOT NULL THEN
+        PERFORM set_config('agentlab_sched.countdown', 'on', true);
         UPDATE agentlab_sched.schedules SET remaining_runs = greatest(remaining_runs - 1, 0) WHERE id = s.id;
+        PERFORM set_config('agentlab_sched.countdown', 'off', true);
     END IF;
     RETURN jsonb_build_object('fire_id', fid, 'status', 'started', 'run_id', rid, 'job_id', jid);
 END
