@@ -74,9 +74,14 @@ class RunMiddleware:
         if job.id is None or job.task_name in self._skip or self._is_own(context):
             return await call_next()
         app = context.app
-        row = await app.connector.execute_query_one_async(
-            "SELECT agentlab_sched.run_context(%(job)s) AS ctx", job=job.id
-        )
+        try:
+            row = await app.connector.execute_query_one_async(
+                "SELECT agentlab_sched.run_context(%(job)s) AS ctx", job=job.id
+            )
+        except pexc.ConnectorException:
+            # The task still runs (a lookup glitch must not fail it), without its run context.
+            logger.exception("could not look up the run of job %s; running it without run context", job.id)
+            return await call_next()
         data = row["ctx"] if row else None
         if not data:
             return await call_next()

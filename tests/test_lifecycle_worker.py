@@ -346,3 +346,43 @@ async def test_async_and_sync_tasks_read_their_run(db_url: str, conn: Conn) -> N
         {"run": str(runs[1]["id"]), "schedule": "async-agent", "segment": 1, "key": runs[1]["session_key"],
          "kind": "manual", "inputs": {"b": 2}},
     ]  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------------
+# The housekeeping task itself
+# --------------------------------------------------------------------------------------------------
+
+
+async def test_the_housekeeping_task_checks_and_prunes_with_the_retention_setting(
+    db_url: str, conn: Conn, monkeypatch: Any, caplog: Any
+) -> None:
+    from types import SimpleNamespace
+
+    from agentlab_sched import housekeeping
+
+    sid = await make_schedule(conn, "agent", next_run_at=None)
+    run = await launch(conn, sid)
+    await conn.execute("UPDATE procrastinate_jobs SET status = 'doing' WHERE id = %s", (run["job_id"],))
+    app = make_app(db_url)
+    monkeypatch.setenv("AGENTLAB_SCHED_RETENTION", "30d")
+    monkeypatch.setattr(housekeeping, "_pruned_at", {})
+    async with app.open_async():
+        done = await housekeeping.housekeeping(SimpleNamespace(app=app), 0)  # type: ignore[arg-type]
+        assert done == {
+            "pruned_ticks": 0,
+            "suspended": 1,  # a doing job with no worker at all
+            "timeouts": 0,
+            "pruned": {"fires": 0, "runs": 0, "jobs": 0, "requests": 0},
+        }
+        # Pruned at most once every PRUNE_EVERY seconds per worker.
+        assert "pruned" not in await housekeeping.housekeeping(SimpleNamespace(app=app), 0)  # type: ignore[arg-type]
+        monkeypatch.setenv("AGENTLAB_SCHED_RETENTION", "a month")
+        monkeypatch.setattr(housekeeping, "_pruned_at", {})
+        with caplog.at_level("ERROR", logger="agentlab_sched.housekeeping"):
+            assert "pruned" not in await housekeeping.housekeeping(SimpleNamespace(app=app), 0)  # type: ignore[arg-type]
+            await housekeeping.housekeeping(SimpleNamespace(app=app), 0)  # type: ignore[arg-type]
+    assert [r.getMessage() for r in caplog.records] == [
+        'automatic pruning is off: AGENTLAB_SCHED_RETENTION: "a month" is not a duration; write it like 90s, 10m, '
+        "1h30m, 2d or 0"
+    ]
+    assert (await run_row(conn, run["id"]))["status"] == "suspended"
