@@ -118,7 +118,7 @@ class RunMiddleware:
             if watch.aborted or context.should_abort():
                 # The task returned although it was asked to abort (a sync task that ignored it).
                 reason = await self._after_abort(app, run, job.id, context)
-                if reason in ("timeout", "cancel"):
+                if reason is not None and reason != "shutdown":  # timeout, cancel, cancelled by a newer fire
                     raise pexc.JobAborted(f"run {run.short_id} was aborted ({reason}); its result is discarded")
             await self._record_result(app, run, job.id, result)
             return result

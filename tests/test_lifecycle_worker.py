@@ -386,3 +386,34 @@ async def test_the_housekeeping_task_checks_and_prunes_with_the_retention_settin
         "1h30m, 2d or 0"
     ]
     assert (await run_row(conn, run["id"]))["status"] == "suspended"
+
+
+async def test_a_sync_run_cancelled_by_a_newer_fire_ends_cancelled_even_if_it_returns(db_url: str, conn: Conn) -> None:
+    """overlap cancel_other aborts the running run; a sync task that returns anyway is not a success."""
+    release = threading.Event()
+
+    def stubborn(**inputs: Any) -> str:
+        release.wait(30)
+        return "finished anyway"
+
+    app = make_app(db_url)
+    app.task(name="t.stubborn")(stubborn)
+    sid = await make_schedule(
+        conn, "replace-me", task="t.stubborn", inputs={}, next_run_at=None, overlap="cancel_other"
+    )
+    async with worker(app, db_url):
+        try:
+            first = await launch(conn, sid, "manual:1")
+            await wait_for(run_in(conn, first["id"], "running"), what="first running")
+            second = await launch(conn, sid, "manual:2")
+            assert (await job(conn, first["job_id"]))["abort_requested"] is True
+        finally:
+            release.set()
+        ended = await wait_for(run_in(conn, first["id"], "cancelled", "succeeded", "failed"), what="first ended")
+        done = await wait_for(run_in(conn, second["id"], "succeeded", "failed"), what="second ran")
+    assert (ended["status"], ended["result"], ended["error"]) == (
+        "cancelled",
+        None,
+        "cancelled: a newer fire of this schedule started (overlap cancel_other)",
+    )
+    assert (done["status"], done["result"]) == ("succeeded", "finished anyway")

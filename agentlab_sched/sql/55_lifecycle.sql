@@ -449,7 +449,8 @@ $$;
 
 -- Runs whose job is `doing` on a worker that stopped heartbeating for `stalled_after` (Procrastinate's
 -- stalled jobs), or whose job is gone: suspended, with an error saying what to do. A run that was
--- being aborted (timeout, cancel) ends as that abort would have ended it. Returns how many runs moved.
+-- being aborted (timeout, cancel, a newer fire) ends as that abort would have ended it. Returns how many
+-- runs moved.
 CREATE OR REPLACE FUNCTION agentlab_sched.detect_suspended(now timestamptz DEFAULT now(),
                                                            stalled_after interval DEFAULT interval '30 seconds')
 RETURNS integer
@@ -477,7 +478,7 @@ BEGIN
         WHERE x.id = c.id AND x.status = 'running' AND x.job_id IS NOT DISTINCT FROM c.job_id
         FOR UPDATE SKIP LOCKED;
         CONTINUE WHEN NOT FOUND;
-        IF r.abort_reason IN ('timeout', 'cancel') AND r.job_id IS NOT NULL THEN
+        IF r.abort_reason IS NOT NULL AND r.abort_reason <> 'shutdown' AND r.job_id IS NOT NULL THEN
             PERFORM procrastinate_finish_job_v1(r.job_id, 'aborted', false);  -- the job trigger ends the run
         ELSE
             UPDATE agentlab_sched.runs x
