@@ -4,11 +4,13 @@
     python -m bench.fire_storm -n 100000 --rounds 1
     python -m bench.fire_storm -n 10000 --profile # where the time goes, inside PostgreSQL too
     python -m bench.fire_storm --auto-plans       # the firing session with plan_cache_mode = auto
+    python -m bench.fire_storm --sql bench/proposals/40_firing.sql   # measure a proposed change
 
 One `fire_due` call (what the tick and the precise loop run) on a fresh database holding N schedules whose
 next_run_at is the same instant T, at now = T + 0.2 s: every schedule gets its ledger row, its run and
-its Procrastinate job. Reported: seconds, fires per second, round trips per tick and per batch, and where
-the time went (claim, planning in Python, apply, commit). In the same run, on fresh databases, the same N
+its Procrastinate job. Reported: seconds, fires per second, round trips per tick (TickReport.round_trips,
+and the real count from libpq's protocol trace) and per batch, and where the time went (claim, planning
+in Python, apply, commit). In the same run, on fresh databases, the same N
 jobs deferred through Procrastinate one by one (`defer_async`, one transaction each: the naive
 baseline) and all at once (`batch_defer_async`), as ratios.
 
@@ -21,8 +23,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import tempfile
 import time
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -36,7 +41,16 @@ from . import common
 #: The shared due instant (a minute boundary: the schedules are every-minute).
 T = datetime(2030, 1, 1, tzinfo=UTC)
 NOW = T + timedelta(milliseconds=200)
-SETTINGS = Settings(locale="en")
+
+
+@dataclass(frozen=True)
+class Options:
+    template: bool = True
+    profile: bool = False
+    auto_plans: bool = False
+    batch_size: int = 1000
+    #: An SQL file applied to each benchmark database before measuring (e.g. a proposed 40_firing.sql).
+    sql: str | None = None
 
 
 def _inputs(template: bool) -> dict[str, Any]:
@@ -63,10 +77,18 @@ class _TimedConnection:
             self._spent[key] = self._spent.get(key, 0.0) + time.perf_counter() - began
 
 
-async def _fire_storm(url: str, n: int, template: bool, profile: bool, auto_plans: bool = False) -> dict[str, Any]:
+def _load(url: str, n: int, opts: Options) -> None:
+    """N schedules due at T (and the proposed SQL, if any), vacuumed and analysed."""
     with psycopg.connect(url, autocommit=True) as setup:
-        common.insert_schedules(setup, n, cron="* * * * *", next_run_at=T, prefix="storm", inputs=_inputs(template))
+        if opts.sql:
+            setup.execute(Path(opts.sql).read_text())  # type: ignore[arg-type]
+        common.insert_schedules(
+            setup, n, cron="* * * * *", next_run_at=T, prefix="storm", inputs=_inputs(opts.template)
+        )
     common.settle(url)
+
+
+async def _fire_storm(url: str, n: int, opts: Options) -> dict[str, Any]:
     conn = await db.connect(url, locale="en")
     spent: dict[str, float] = {}
     plan_one = tick._plan_one
@@ -79,15 +101,21 @@ async def _fire_storm(url: str, n: int, template: bool, profile: bool, auto_plan
             spent["plan"] = spent.get("plan", 0.0) + time.perf_counter() - began
 
     try:
-        if profile:
+        if opts.profile:
             await conn.execute("SET track_functions = 'pl'")
-        if auto_plans:
+        if opts.auto_plans:
             await conn.execute("SET plan_cache_mode = auto")
         await conn.execute("SELECT agentlab_sched.register_tasks(ARRAY['demo.echo'])")
         tick._plan_one = timed_plan  # type: ignore[assignment]
         began = time.perf_counter()
-        report = await tick.fire_due(_TimedConnection(conn, spent), NOW, settings=SETTINGS)  # type: ignore[arg-type]
-        seconds = time.perf_counter() - began
+        settings = Settings(locale="en", batch_size=opts.batch_size)
+        with tempfile.TemporaryFile("w+") as trace:
+            conn.pgconn.trace(trace.fileno())  # libpq's protocol trace: counts the real round trips
+            report = await tick.fire_due(_TimedConnection(conn, spent), NOW, settings=settings)  # type: ignore[arg-type]
+            seconds = time.perf_counter() - began
+            conn.pgconn.untrace()
+            trace.seek(0)
+            round_trips = _round_trips(trace.read())
         tick._plan_one = plan_one  # type: ignore[assignment]
         cur = await conn.execute(
             """SELECT (SELECT count(*) FROM agentlab_sched.fires WHERE status = 'started') AS fires,
@@ -95,7 +123,7 @@ async def _fire_storm(url: str, n: int, template: bool, profile: bool, auto_plan
                       (SELECT count(*) FROM procrastinate_jobs WHERE status = 'todo') AS jobs"""
         )
         counts = await cur.fetchone()
-        functions = await _function_times(conn) if profile else None
+        functions = await _function_times(conn) if opts.profile else None
     finally:
         tick._plan_one = plan_one  # type: ignore[assignment]
         await conn.close()
@@ -107,13 +135,19 @@ async def _fire_storm(url: str, n: int, template: bool, profile: bool, auto_plan
         "seconds": round(seconds, 3),
         "fires_per_s": round(n / seconds),
         "round_trips": report.round_trips,
+        "round_trips_traced": round_trips,
         "batches": report.batches,
-        "round_trips_per_batch": round(report.round_trips / max(report.batches, 1), 2),
+        "round_trips_traced_per_batch": round(round_trips / max(report.batches, 1), 2),
         "split_seconds": split,
     }
     if functions is not None:
         result["plpgsql_ms"] = functions
     return result
+
+
+def _round_trips(trace: str) -> int:
+    """Round trips in a libpq trace: each ends with a Sync (extended protocol) or is one Query (simple)."""
+    return sum(1 for line in trace.splitlines() if "\tF\t" in line and line.split("\t")[3] in ("Sync", "Query"))
 
 
 async def _function_times(conn: psycopg.AsyncConnection[Any]) -> list[dict[str, Any]]:
@@ -129,7 +163,7 @@ async def _function_times(conn: psycopg.AsyncConnection[Any]) -> list[dict[str, 
     return [{k: (float(v) if k.endswith("_ms") else v) for k, v in row.items()} for row in await cur.fetchall()]
 
 
-async def _defer_baseline(url: str, n: int, template: bool, batch: bool) -> float:
+async def _defer_baseline(url: str, n: int, batch: bool) -> float:
     """Seconds to defer n demo.echo jobs through Procrastinate: one by one, or in one batch."""
     app = make_app(url)
     kwargs = {"report": "daily", "day": "2030-01-01"}
@@ -144,26 +178,21 @@ async def _defer_baseline(url: str, n: int, template: bool, batch: bool) -> floa
         return time.perf_counter() - began
 
 
-def run(ns: list[int], rounds: int, template: bool, profile: bool, baselines: bool, auto_plans: bool) -> dict[str, Any]:
-    results: dict[str, Any] = {
-        "machine": common.machine(),
-        "rounds": rounds,
-        "template": template,
-        "plan_cache_mode": "auto" if auto_plans else "force_custom_plan",
-        "by_n": [],
-    }
+def run(ns: list[int], rounds: int, opts: Options, baselines: bool) -> dict[str, Any]:
+    results: dict[str, Any] = {"machine": common.machine(), "rounds": rounds, "options": asdict(opts), "by_n": []}
     with common.server() as srv:
         results["postgres"] = srv.version()
         for n in ns:
             storms, naive, batch = [], [], []
             for _ in range(rounds):
                 with srv.database() as url:
-                    storms.append(asyncio.run(_fire_storm(url, n, template, profile, auto_plans)))
+                    _load(url, n, opts)
+                    storms.append(asyncio.run(_fire_storm(url, n, opts)))
                 if baselines:
                     with srv.database() as url:
-                        naive.append(asyncio.run(_defer_baseline(url, n, template, batch=False)))
+                        naive.append(asyncio.run(_defer_baseline(url, n, batch=False)))
                     with srv.database() as url:
-                        batch.append(asyncio.run(_defer_baseline(url, n, template, batch=True)))
+                        batch.append(asyncio.run(_defer_baseline(url, n, batch=True)))
             seconds = common.median([s["seconds"] for s in storms])
             row: dict[str, Any] = {
                 "n": n,
@@ -200,15 +229,10 @@ if __name__ == "__main__":
     parser.add_argument("--plain-inputs", action="store_true", help="inputs without placeholders (no rendering)")
     parser.add_argument("--profile", action="store_true", help="also time each plpgsql function (track_functions)")
     parser.add_argument("--auto-plans", action="store_true", help="plan_cache_mode = auto on the firing session")
+    parser.add_argument("--batch-size", type=int, default=1000, help="schedules claimed per transaction")
+    parser.add_argument("--sql", help="apply this SQL file to each benchmark database first (a proposed change)")
     parser.add_argument("--no-baselines", action="store_true", help="skip the procrastinate defer baselines")
     parser.add_argument("--save", help="write the JSON result to this file too")
     args = parser.parse_args()
-    out = run(
-        args.n or [1000, 10000],
-        args.rounds,
-        not args.plain_inputs,
-        args.profile,
-        not args.no_baselines,
-        args.auto_plans,
-    )
-    common.emit(out, args.save)
+    opts = Options(not args.plain_inputs, args.profile, args.auto_plans, args.batch_size, args.sql)
+    common.emit(run(args.n or [1000, 10000], args.rounds, opts, not args.no_baselines), args.save)
