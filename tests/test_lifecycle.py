@@ -444,7 +444,7 @@ async def test_a_stalled_run_being_aborted_ends_as_the_abort_would(conn: Conn) -
     ended = await run_row(conn, timed["id"])
     assert (ended["status"], ended["error"]) == (
         "timed_out",
-        "timed out: still running after the schedule's timeout of 60 seconds; it was aborted",
+        "timed out: still running after the schedule's timeout of 1 minute; it was aborted",
     )
 
 
@@ -516,12 +516,12 @@ async def test_a_timeout_aborts_then_reports_a_task_that_ignores_it(conn: Conn) 
     still = await run_row(conn, run["id"])
     assert (still["status"], still["error_code"]) == ("running", "run.ignoring_abort")
     assert still["error"] == (
-        "still running 12 seconds after it was aborted for the schedule's timeout of 300 seconds: it is a "
+        "still running 12 seconds after it was aborted for the schedule's timeout of 5 minutes: it is a "
         "synchronous task that does not check context.should_abort(), so it cannot be stopped until it "
         "returns; it will be recorded as timed out"
     )
-    assert messages.render("run.ignoring_abort", "zh-CN", late=12, timeout=300) == (
-        "超过定时任务的超时上限 300 秒后已要求中断,但 12 秒后仍在运行:它是同步任务,不检查 "
+    assert messages.render("run.ignoring_abort", "zh-CN", late=messages.seconds(12), timeout=messages.seconds(300)) == (
+        "超过定时任务的超时上限 5 分钟后已要求中断,但 12 秒后仍在运行:它是同步任务,不检查 "
         "context.should_abort(),在它自己返回之前无法停下;结束后记为超时"
     )
     assert await lifecycle.enforce_timeouts(conn, now=deadline + timedelta(seconds=30)) == 0
@@ -536,8 +536,8 @@ async def test_a_timeout_aborts_then_reports_a_task_that_ignores_it(conn: Conn) 
     ended = await run_row(conn, run["id"])
     assert (ended["status"], ended["error_code"], ended["result"]) == ("timed_out", "run.timed_out_late", None)
     assert ended["error"] == (
-        "timed out: still running after the schedule's timeout of 300 seconds; it was asked to abort, but as a "
-        "synchronous task that does not check context.should_abort() it ran on for 40 more seconds; its "
+        "timed out: still running after the schedule's timeout of 5 minutes; it was asked to abort, but as a "
+        "synchronous task that does not check context.should_abort() it ran on for 40 seconds more; its "
         "result was discarded"
     )
     assert (await schedule_row(conn, sid))["consecutive_failures"] == 1
@@ -546,8 +546,8 @@ async def test_a_timeout_aborts_then_reports_a_task_that_ignores_it(conn: Conn) 
 async def test_an_async_task_aborted_for_its_timeout_ends_timed_out_in_both_locales(conn: Conn) -> None:
     sid = await make_schedule(conn, next_run_at=None, timeout=timedelta(seconds=90), overlap="allow_all")
     for locale, expected in (
-        ("en", "timed out: still running after the schedule's timeout of 90 seconds; it was aborted"),
-        ("zh-CN", "运行超时:超过定时任务的超时上限 90 秒仍未结束,已中断"),
+        ("en", "timed out: still running after the schedule's timeout of 1 minute 30 seconds; it was aborted"),
+        ("zh-CN", "运行超时:超过定时任务的超时上限 1 分钟 30 秒仍未结束,已中断"),
     ):
         await in_locale(conn, locale)
         run = await launch(conn, sid, f"manual:{locale}")

@@ -157,17 +157,19 @@ async def test_a_sync_task_that_ignores_the_abort_is_reported_then_timed_out(db_
             # Reported by the middleware half a second (its grace) after the abort, not by housekeeping.
             still = await wait_for(reported, limit=6, what="reported as ignoring the abort")
             assert (still["status"], still["abort_reason"], still["finished_at"]) == ("running", "timeout", None)
-            late = round((still["updated_at"] - still["abort_requested_at"]).total_seconds())
-            assert still["error"] == messages.render("run.ignoring_abort", "zh-CN", late=late, timeout=2)
+            late = int((still["updated_at"] - still["abort_requested_at"]).total_seconds())
+            assert still["error"] == messages.render(
+                "run.ignoring_abort", "zh-CN", late=messages.seconds(late), timeout=messages.seconds(2)
+            )
             assert still["error"].startswith("超过定时任务的超时上限 2 秒后已要求中断,但 ")
         finally:
             release.set()
         ended = await wait_for(run_in(conn, run["id"], "timed_out", "succeeded", "failed"), what="ended")
     assert (ended["status"], ended["error_code"], ended["result"]) == ("timed_out", "run.timed_out_late", None)
-    late = round((ended["updated_at"] - ended["abort_requested_at"]).total_seconds())
+    late = int((ended["updated_at"] - ended["abort_requested_at"]).total_seconds())
     assert ended["error"] == (
         f"运行超时:超过定时任务的超时上限 2 秒仍未结束,已要求中断;但它是同步任务,不检查 "
-        f"context.should_abort(),又多运行了 {late} 秒才结束,结果已丢弃"
+        f"context.should_abort(),又多运行了 {messages.duration(late, 'zh-CN')}才结束,结果已丢弃"
     )
     assert (await job(conn, run["job_id"]))["status"] == "aborted"
 

@@ -53,10 +53,17 @@ def term(code: str, **params: object) -> dict[str, object]:
     return {"msg": code, "params": params} if params else {"msg": code}
 
 
+def seconds(value: float | int | timedelta) -> dict[str, float]:
+    """A message parameter that renders as a duration in the reader's locale."""
+    return {"duration": value.total_seconds() if isinstance(value, timedelta) else float(value)}
+
+
 def text(value: object, locale: str) -> str:
     """Render one parameter for a message: never a Python repr."""
     if value is None:
         return NOT_SET[locale]
+    if isinstance(value, dict) and "duration" in value:  # seconds, said as "10 minutes" / "10 分钟"
+        return duration(float(value["duration"]), locale)
     if isinstance(value, dict) and "msg" in value:  # a term that is itself a message, e.g. a field name
         return render(str(value["msg"]), locale, **(value.get("params") or {}))
     if isinstance(value, bool):

@@ -8,8 +8,8 @@ characters, as in the ledger's overlap reasons.
 
 MESSAGES: dict[str, tuple[str, str]] = {
     "run.timed_out": (
-        "timed out: still running after the schedule's timeout of {timeout} seconds; it was aborted",
-        "运行超时:超过定时任务的超时上限 {timeout} 秒仍未结束,已中断",
+        "timed out: still running after the schedule's timeout of {timeout}; it was aborted",
+        "运行超时:超过定时任务的超时上限 {timeout}仍未结束,已中断",
     ),
 }
 
@@ -44,17 +44,17 @@ MESSAGES.update(
 MESSAGES.update(
     {
         "run.timed_out_late": (
-            "timed out: still running after the schedule's timeout of {timeout} seconds; it was asked to abort, "
-            "but as a synchronous task that does not check context.should_abort() it ran on for {late} more "
-            "seconds; its result was discarded",
-            "运行超时:超过定时任务的超时上限 {timeout} 秒仍未结束,已要求中断;但它是同步任务,不检查 "
-            "context.should_abort(),又多运行了 {late} 秒才结束,结果已丢弃",
+            "timed out: still running after the schedule's timeout of {timeout}; it was asked to abort, "
+            "but as a synchronous task that does not check context.should_abort() it ran on for {late} more; "
+            "its result was discarded",
+            "运行超时:超过定时任务的超时上限 {timeout}仍未结束,已要求中断;但它是同步任务,不检查 "
+            "context.should_abort(),又多运行了 {late}才结束,结果已丢弃",
         ),
         "run.ignoring_abort": (
-            "still running {late} seconds after it was aborted for the schedule's timeout of {timeout} seconds: "
+            "still running {late} after it was aborted for the schedule's timeout of {timeout}: "
             "it is a synchronous task that does not check context.should_abort(), so it cannot be stopped until "
             "it returns; it will be recorded as timed out",
-            "超过定时任务的超时上限 {timeout} 秒后已要求中断,但 {late} 秒后仍在运行:它是同步任务,不检查 "
+            "超过定时任务的超时上限 {timeout}后已要求中断,但 {late}后仍在运行:它是同步任务,不检查 "
             "context.should_abort(),在它自己返回之前无法停下;结束后记为超时",
         ),
         "run.suspended": (

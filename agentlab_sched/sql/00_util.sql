@@ -32,12 +32,40 @@ BEGIN
 END
 $$;
 
+-- A duration as words, like messages.duration() in Python: "1 hour 30 minutes" / "1 小时 30 分钟".
+CREATE OR REPLACE FUNCTION agentlab_sched.duration_text(seconds numeric, loc text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    left_over bigint := trunc(seconds)::bigint;
+    parts text[] := '{}';
+    sizes bigint[] := ARRAY[86400, 3600, 60, 1];
+    one text[] := ARRAY['day', 'hour', 'minute', 'second'];
+    many text[] := ARRAY['days', 'hours', 'minutes', 'seconds'];
+    zh text[] := ARRAY['天', '小时', '分钟', '秒'];
+    n bigint;
+BEGIN
+    IF left_over <= 0 THEN
+        RETURN CASE WHEN loc = 'zh-CN' THEN '0 秒' ELSE '0 seconds' END;
+    END IF;
+    FOR i IN 1 .. 4 LOOP
+        n := left_over / sizes[i];
+        left_over := left_over % sizes[i];
+        IF n > 0 THEN
+            parts := parts || (n || ' ' || CASE WHEN loc = 'zh-CN' THEN zh[i] WHEN n = 1 THEN one[i] ELSE many[i] END);
+        END IF;
+    END LOOP;
+    RETURN array_to_string(parts, ' ');
+END
+$$;
+
 -- One parameter as message text: never a JSON or SQL repr (null -> "not set" / 未填写).
 CREATE OR REPLACE FUNCTION agentlab_sched.msg_value(value jsonb, loc text) RETURNS text
 LANGUAGE sql STABLE AS $$
     SELECT CASE
         WHEN value IS NULL OR jsonb_typeof(value) = 'null' THEN
             CASE WHEN loc = 'zh-CN' THEN '未填写' ELSE 'not set' END
+        WHEN jsonb_typeof(value) = 'object' AND value ? 'duration' THEN
+            agentlab_sched.duration_text((value ->> 'duration')::numeric, loc)
         WHEN jsonb_typeof(value) = 'object' AND value ? 'msg' THEN
             agentlab_sched.msg(value ->> 'msg', coalesce(value -> 'params', '{}'::jsonb), loc)
         WHEN jsonb_typeof(value) = 'array' THEN

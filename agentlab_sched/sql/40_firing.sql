@@ -251,7 +251,8 @@ END
 $$;
 
 -- Cancel the open runs of a schedule (overlap cancel_other): a waiting job is cancelled, a running one
--- is asked to abort (Procrastinate delivers it); runs with no job running end at once.
+-- is asked to abort (Procrastinate delivers it); runs with no job running end at once. Jobs are locked
+-- before runs, the order a worker finishing a job takes (job row, then the run via follow_job).
 CREATE OR REPLACE FUNCTION agentlab_sched.cancel_open_runs(sid bigint, code text) RETURNS integer
 LANGUAGE plpgsql
 SET search_path = public, pg_temp
@@ -260,15 +261,22 @@ DECLARE
     r record;
     n integer := 0;
 BEGIN
+    PERFORM 1 FROM procrastinate_jobs j
+    WHERE j.id IN (SELECT job_id FROM agentlab_sched.runs
+                   WHERE schedule_id = sid AND job_id IS NOT NULL
+                     AND status IN ('queued', 'running', 'awaiting_approval', 'suspended'))
+    ORDER BY j.id FOR UPDATE;
     FOR r IN SELECT id, job_id, status FROM agentlab_sched.runs
              WHERE schedule_id = sid AND status IN ('queued', 'running', 'awaiting_approval', 'suspended')
-             FOR UPDATE LOOP
+             ORDER BY id FOR UPDATE LOOP
         UPDATE agentlab_sched.runs SET abort_reason = code, error = agentlab_sched.msg(code) WHERE id = r.id;
-        IF r.status IN ('queued', 'running') AND r.job_id IS NOT NULL THEN
+        -- Any job still waiting or running (also an approved run's next segment, not started yet).
+        IF r.job_id IS NOT NULL THEN
             PERFORM procrastinate_cancel_job_v1(r.job_id, true, false);
         END IF;
         IF r.status IN ('awaiting_approval', 'suspended') THEN
-            UPDATE agentlab_sched.runs SET status = 'cancelled', finished_at = now() WHERE id = r.id;
+            UPDATE agentlab_sched.runs SET status = 'cancelled', finished_at = now()
+            WHERE id = r.id AND status IN ('awaiting_approval', 'suspended');
         END IF;
         n := n + 1;
     END LOOP;

@@ -16,8 +16,9 @@ BEGIN
     next_status := CASE NEW.status::text
         WHEN 'todo' THEN 'queued'
         WHEN 'doing' THEN 'running'
-        WHEN 'succeeded' THEN 'succeeded'
-        WHEN 'failed' THEN 'failed'
+        -- A task that ignored a timeout abort and returned anyway still timed out.
+        WHEN 'succeeded' THEN CASE WHEN r.abort_reason = 'timeout' THEN 'timed_out' ELSE 'succeeded' END
+        WHEN 'failed' THEN CASE WHEN r.abort_reason = 'timeout' THEN 'timed_out' ELSE 'failed' END
         WHEN 'cancelled' THEN 'cancelled'
         WHEN 'aborted' THEN CASE WHEN r.abort_reason = 'timeout' THEN 'timed_out' ELSE 'cancelled' END
         ELSE r.status END;
@@ -41,7 +42,7 @@ BEGIN
         finished_at = CASE WHEN next_status IN ('succeeded', 'failed', 'cancelled', 'timed_out') THEN now()
                            ELSE NULL END,
         error = CASE WHEN next_status = 'timed_out' THEN coalesce(error, agentlab_sched.msg(
-                         'run.timed_out', jsonb_build_object('timeout', extract(epoch FROM timeout)::int)))
+                         'run.timed_out', jsonb_build_object('timeout', jsonb_build_object('duration', extract(epoch FROM timeout)))))
                      WHEN next_status IN ('queued', 'running', 'succeeded') THEN NULL
                      ELSE error END,
         updated_at = now()

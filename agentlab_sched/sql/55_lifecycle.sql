@@ -255,9 +255,9 @@ BEGIN
         UPDATE agentlab_sched.runs x SET
             error = CASE WHEN late > abort_grace
                          THEN agentlab_sched.msg('run.timed_out_late', jsonb_build_object(
-                             'timeout', extract(epoch FROM r.timeout)::int, 'late', extract(epoch FROM late)::int))
+                             'timeout', jsonb_build_object('duration', extract(epoch FROM r.timeout)), 'late', jsonb_build_object('duration', extract(epoch FROM late))))
                          ELSE agentlab_sched.msg('run.timed_out', jsonb_build_object(
-                             'timeout', extract(epoch FROM r.timeout)::int)) END,
+                             'timeout', jsonb_build_object('duration', extract(epoch FROM r.timeout)))) END,
             error_code = CASE WHEN late > abort_grace THEN 'run.timed_out_late' ELSE 'run.timed_out' END,
             updated_at = now()
         WHERE x.id = r.id;
@@ -524,8 +524,8 @@ BEGIN
        AND r.error_code IS DISTINCT FROM 'run.ignoring_abort' THEN
         UPDATE agentlab_sched.runs x
         SET error = agentlab_sched.msg('run.ignoring_abort', jsonb_build_object(
-                'timeout', extract(epoch FROM r.timeout)::int,
-                'late', extract(epoch FROM now - r.abort_requested_at)::int)),
+                'timeout', jsonb_build_object('duration', extract(epoch FROM r.timeout)),
+                'late', jsonb_build_object('duration', extract(epoch FROM now - r.abort_requested_at)))),
             error_code = 'run.ignoring_abort', updated_at = now
         WHERE x.id = r.id;
         RETURN 'ignoring_abort';
