@@ -623,3 +623,24 @@ async def test_inputs_render_every_placeholder_in_the_schedule_zone(
 
 def _utc(*args: int) -> datetime:
     return datetime(*args, tzinfo=UTC)
+
+
+async def test_cancel_other_also_cancels_an_approved_run_waiting_to_continue(
+    conn: psycopg.AsyncConnection[Any],
+) -> None:
+    """Approved but not started again: its next job is still todo, and must not run after the newer fire."""
+    sid = await make_schedule(conn, cron="* * * * *", timezone="UTC", overlap="cancel_other")
+    cur = await conn.execute(
+        """SELECT (procrastinate_defer_jobs_v1(ARRAY[ROW('default', 'demo.echo', 0, NULL, NULL, '{}'::jsonb,
+                  NULL)::procrastinate_job_to_defer_v1]))[1] AS id"""
+    )
+    waiting_job = (await cur.fetchone())["id"]
+    await conn.execute(
+        """INSERT INTO agentlab_sched.runs (schedule_id, task, status, started_by, job_id)
+           VALUES (%s, 'demo.echo', 'awaiting_approval', 'schedule:store-report', %s)""",
+        (sid, waiting_job),
+    )
+    await fire_due(conn, NINE + timedelta(seconds=1), settings=EN)
+    assert (await job(conn, waiting_job))["status"] == "cancelled"
+    statuses = sorted(r["status"] for r in await runs_of(conn, sid))
+    assert statuses == ["cancelled", "queued"]

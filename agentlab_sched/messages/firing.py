@@ -2,8 +2,7 @@
 
 MESSAGES: dict[str, tuple[str, str]] = {
     "misfire.backlog": (
-        "missed {first} to {last} ({timezone}) while no worker was firing; only the latest due time is "
-        "caught up",
+        "missed {first} to {last} ({timezone}) while no worker was firing; only the latest due time is caught up",
         "{first} 至 {last}({timezone})期间没有调度在运行,错过的触发不再补发,只补最近的一次",
     ),
     "misfire.backlog_one": (
