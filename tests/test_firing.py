@@ -644,3 +644,34 @@ async def test_cancel_other_also_cancels_an_approved_run_waiting_to_continue(
     assert (await job(conn, waiting_job))["status"] == "cancelled"
     statuses = sorted(r["status"] for r in await runs_of(conn, sid))
     assert statuses == ["cancelled", "queued"]
+
+
+async def test_a_tick_stopped_mid_batch_rolls_back_and_the_next_one_fires_it(
+    db_url: str, conn: psycopg.AsyncConnection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker stopped while it holds a claimed batch: nothing is half-written, the next tick fires it."""
+    from agentlab_sched import tick as tick_module
+
+    sid = await make_schedule(conn)
+    planning = asyncio.Event()
+    real_plan_one = tick_module._plan_one
+
+    async def slow_plan_one(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        planning.set()
+        await asyncio.sleep(30)
+        return await real_plan_one(*args, **kwargs)
+
+    monkeypatch.setattr(tick_module, "_plan_one", slow_plan_one)
+    stopping = await db.connect(db_url, locale="en")
+    try:
+        task = asyncio.create_task(fire_due(stopping, NINE + timedelta(seconds=5), settings=EN))
+        await asyncio.wait_for(planning.wait(), timeout=10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    finally:
+        await stopping.close()
+    assert await fires(conn, sid) == [] and await next_of(conn, sid) == NINE
+    monkeypatch.setattr(tick_module, "_plan_one", real_plan_one)
+    await fire_due(conn, NINE + timedelta(seconds=6), settings=EN)
+    assert [(f["kind"], f["status"]) for f in await fires(conn, sid)] == [("scheduled", "started")]
