@@ -41,6 +41,7 @@ from psycopg.types.json import Jsonb
 
 from . import errors
 from .errors import Conflict, NotFound, SchedError
+from .plain import plain
 
 if TYPE_CHECKING:
     from .cron import Upcoming
@@ -74,21 +75,6 @@ OPTIONS = (
 CLEARABLE = ("timeout", "starts_at", "ends_at", "remaining_runs", "pause_after_failures")
 
 
-def _plain(value: Any) -> Any:
-    """A value as JSON-ready data: ISO times, seconds for durations, strings for ids."""
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
 class _Record:
     """Shared by the result dataclasses: built from a row, turned into JSON-ready data."""
 
@@ -102,7 +88,7 @@ class _Record:
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data for ``--json`` and scripts: times in ISO 8601, durations in seconds."""
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)

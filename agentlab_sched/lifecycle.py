@@ -33,6 +33,7 @@ from psycopg.rows import dict_row
 from . import errors, messages
 from .context import Approval
 from .errors import Conflict, SchedError, ValidationError
+from .plain import plain
 
 __all__ = [
     "FIRE_STATUSES",
@@ -62,23 +63,6 @@ __all__ = [
 RUN_STATUSES = ("queued", "running", "awaiting_approval", "suspended", "succeeded", "failed", "cancelled", "timed_out")
 FIRE_STATUSES = ("started", "skipped_overlap", "skipped_misfire", "failed_to_start")
 TERMINAL = ("succeeded", "failed", "cancelled", "timed_out")
-
-
-def plain(value: Any) -> Any:
-    """A value as JSON-ready data: ISO times, seconds for durations, strings for ids, dataclasses as dicts."""
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, tuple | list):
-        return [plain(v) for v in value]
-    if isinstance(value, Mapping):
-        return {k: plain(v) for k, v in value.items()}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    return value
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from . import cron as cronlib
 from .errors import SchedError
-from .messages import local_time, term
+from .messages import local_time, seconds, term
 
 Kind = Literal["scheduled", "misfire", "manual", "backfill"]
 Action = Literal["launch", "skip_misfire", "fail"]
@@ -87,9 +87,7 @@ class Plan:
         }
 
 
-def first_due(
-    cron: cronlib.Cron, state: ScheduleState, after: datetime, *, inclusive: bool
-) -> datetime | None:
+def first_due(cron: cronlib.Cron, state: ScheduleState, after: datetime, *, inclusive: bool) -> datetime | None:
     """The first due time after ``after`` (or at it), inside the validity window, or None."""
     start = after
     incl = inclusive
@@ -126,9 +124,7 @@ def plan(state: ScheduleState, now: datetime, on_time_window: timedelta) -> Plan
         pending = next_after_change(state, now) if state.replan else claimed
     except SchedError as err:
         at = claimed or now.replace(microsecond=0)
-        refusal = PlannedFire(
-            at, "scheduled", "fail", "fire.cron_invalid", {"problem": term(err.code, **err.params)}
-        )
+        refusal = PlannedFire(at, "scheduled", "fail", "fire.cron_invalid", {"problem": term(err.code, **err.params)})
         return Plan(state.id, claimed, (refusal,), None)
     if pending is None or pending > now:  # nothing due: a replan, or a stale claim
         return Plan(state.id, claimed, (), pending)
@@ -154,7 +150,7 @@ def _due_fires(
         params: dict[str, Any] = {
             "first": local_time(first, tz),
             "last": local_time(last, tz),
-            "grace": state.misfire_grace,
+            "grace": seconds(state.misfire_grace),
             "timezone": tz,
         }
         if first == last:
@@ -180,9 +176,7 @@ def _due_fires(
     late = now - latest
     launchable = late <= on_time if state.catchup == "none" else late <= grace
     if not launchable:
-        return [
-            skip(t0, latest, "misfire.beyond_grace" if state.catchup == "latest" else "misfire.no_catchup")
-        ]
+        return [skip(t0, latest, "misfire.beyond_grace" if state.catchup == "latest" else "misfire.no_catchup")]
     fires = []
     if latest > t0:
         before = cron.previous_before(latest, tz) or t0

@@ -53,18 +53,6 @@ class FireOutcome:
     reason: str | None = None
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, timedelta):
-        return int(value.total_seconds())
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return value
-
-
 async def db_now(conn: psycopg.AsyncConnection[Any]) -> datetime:
     """The database clock: one clock for all workers."""
     cur = await conn.execute("SELECT clock_timestamp() AS now")
@@ -99,9 +87,7 @@ async def fire_due(
         except psycopg.Error:
             if isolate:
                 raise
-            logger.warning(
-                "applying a tick batch failed; retrying it with each schedule isolated", exc_info=True
-            )
+            logger.warning("applying a tick batch failed; retrying it with each schedule isolated", exc_info=True)
             isolate = True
             continue
         isolate = False
@@ -166,7 +152,6 @@ async def _plan_one(row: dict[str, Any], now: datetime, window: timedelta, local
                     fire.update(action="fail", **refusal)
             elif fire["reason_code"]:
                 fire["reason"] = messages.render(fire["reason_code"], locale, **fire["reason_params"])
-                fire["reason_params"] = _jsonable(fire["reason_params"])
         return data
     except Exception:
         logger.exception("planning schedule %s (%s) failed", row["id"], row["name"])
@@ -217,9 +202,7 @@ async def _resolve(
     return None
 
 
-async def replan(
-    conn: psycopg.AsyncConnection[Any], ids: list[int] | None = None, now: datetime | None = None
-) -> int:
+async def replan(conn: psycopg.AsyncConnection[Any], ids: list[int] | None = None, now: datetime | None = None) -> int:
     """Compute next_run_at for schedules whose ``replan`` is set (created or changed); returns how many.
 
     Only the next due time is computed here; a due time that is already past is left for the tick to
@@ -284,9 +267,7 @@ async def run_requests(
     return results
 
 
-async def _carry_out(
-    conn: psycopg.AsyncConnection[Any], req: dict[str, Any], settings: Settings
-) -> dict[str, Any]:
+async def _carry_out(conn: psycopg.AsyncConnection[Any], req: dict[str, Any], settings: Settings) -> dict[str, Any]:
     schedule = req["schedule"]
     refusal: str | None = None
     times: list[datetime] = []
@@ -308,9 +289,7 @@ async def _carry_out(
     return row["result"] if row and row["result"] else {"request_id": req["id"], "fires": [], "error": None}
 
 
-def backfill_times(
-    expr: str, tz: str, start: datetime, end: datetime, limit: int = BACKFILL_LIMIT
-) -> list[datetime]:
+def backfill_times(expr: str, tz: str, start: datetime, end: datetime, limit: int = BACKFILL_LIMIT) -> list[datetime]:
     """The due times of ``expr`` in [start, end]; more than ``limit`` is refused with the count."""
     if start >= end:
         raise ValidationError(
@@ -417,7 +396,4 @@ async def _outcomes(conn: psycopg.AsyncConnection[Any], result: dict[str, Any]) 
         "ORDER BY fire_at, id",
         (ids,),
     )
-    return [
-        FireOutcome(r["id"], r["status"], r["run_id"], r["fire_at"], r["reason"])
-        for r in await cur.fetchall()
-    ]
+    return [FireOutcome(r["id"], r["status"], r["run_id"], r["fire_at"], r["reason"]) for r in await cur.fetchall()]

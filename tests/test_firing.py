@@ -161,6 +161,16 @@ async def test_missed_beyond_grace_is_skipped_without_launching(conn: psycopg.As
     )
     assert fire["reason_code"] == "misfire.beyond_grace_one"
     assert fire["reason"] == "错过了 2026-10-05 09:00(Asia/Shanghai)的触发,已超过补发宽限 10 分钟,不再补发"
+    # The stored code and parameters render the same words in SQL, in either locale.
+    cur = await conn.execute(
+        "SELECT agentlab_sched.msg(reason_code, reason_params, 'zh-CN') AS zh, "
+        "agentlab_sched.msg(reason_code, reason_params, 'en') AS en FROM agentlab_sched.fires WHERE id = %s",
+        (fire["id"],),
+    )
+    assert await cur.fetchone() == {
+        "zh": fire["reason"],
+        "en": "missed 2026-10-05 09:00 (Asia/Shanghai), more than the misfire grace of 10 minutes ago; not caught up",
+    }
     assert await runs_of(conn, sid) == []
     assert await next_of(conn, sid) == NINE + timedelta(days=1)
 

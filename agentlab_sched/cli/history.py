@@ -20,6 +20,7 @@ from rich.text import Text
 
 from .. import lifecycle, messages
 from ..errors import ValidationError
+from ..plain import plain
 from . import common
 
 __all__ = ["fires_cmd", "prune_cmd", "runs_app"]
@@ -201,7 +202,7 @@ def show_cmd(ctx: typer.Context, run: RunId, as_json: JsonOption = False) -> Non
     r, points = common.run(ctx, fetch)
     if as_json:
         data = r.as_dict()
-        data["approvals"] = [lifecycle.plain(a) for a in points]
+        data["approvals"] = [plain(a) for a in points]
         common.print_json(data)
         return
     locale = common.state(ctx).locale
