@@ -108,7 +108,8 @@ async def _one_batch(
     async with conn.transaction():
         cur = await conn.execute("SELECT * FROM agentlab_sched.claim_due(%s, %s)", (now, settings.batch_size))
         rows = await cur.fetchall()
-        report.round_trips += 3  # claim, apply, commit (BEGIN rides with the claim)
+        # BEGIN, claim, apply, COMMIT: psycopg sends BEGIN as a query of its own (a libpq trace shows it).
+        report.round_trips += 4
         if not rows:
             report.round_trips -= 1
             return 0

@@ -22,6 +22,7 @@ from procrastinate import PsycopgConnector
 from . import db
 from . import tick as tick_module
 from .blueprint import register_app_tasks, scheduler_connection
+from .blueprint import tick as blueprint_tick
 from .middleware import install
 from .settings import Settings
 
@@ -29,7 +30,9 @@ logger = logging.getLogger(__name__)
 
 CHANNEL = "agentlab_sched_schedules"
 #: The loop never sleeps longer than this, so a missed NOTIFY costs at most this much.
-MAX_SLEEP = 5.0
+MAX_SLEEP = 60.0
+#: Procrastinate's fallback polls for new jobs and abort requests (both are also sent by NOTIFY).
+POLL_FALLBACK = 30.0
 #: How long the worker may take to stop (its running jobs get this much, then are cancelled).
 STOP_GRACE = 2.0
 
@@ -105,10 +108,20 @@ class Scheduler:
         if delay <= 0:
             await asyncio.sleep(0)
             return
-        # Woken early by a change of schedules (NOTIFY); drain the burst, then fire.
-        gen = listener.notifies(timeout=delay, stop_after=1)
-        async for _ in gen:
-            pass
+        # Woken early by a change of schedules (NOTIFY). psycopg's notifies() wakes every 0.1 s to look
+        # for interrupts, which is most of an idle worker's CPU: wait for the socket instead, then drain.
+        loop = asyncio.get_running_loop()
+        readable = asyncio.Event()
+        fd = listener.fileno()
+        loop.add_reader(fd, readable.set)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(readable.wait(), delay)
+        finally:
+            loop.remove_reader(fd)
+        if readable.is_set():
+            async for _ in listener.notifies(timeout=0):
+                pass
 
 
 async def run_worker(
@@ -135,7 +148,9 @@ async def run_worker(
             async with scheduler_connection(app, settings) as conn:
                 await register_app_tasks(app, conn, force=True)
             scheduler = Scheduler(app, url, settings)
-            scheduler.start()
+            if scheduler.start():
+                # The precise loop fires on time: the per-second periodic tick would only add a job a second.
+                _without_periodic_tick(app)
             dispatcher = _start_dispatcher(app, url, settings)
             worker = asyncio.create_task(
                 app.run_worker_async(
@@ -143,6 +158,9 @@ async def run_worker(
                     queues=queues,
                     install_signal_handlers=False,
                     shutdown_graceful_timeout=STOP_GRACE,
+                    # New jobs and abort requests arrive by NOTIFY; polling is only the fallback.
+                    fetch_job_polling_interval=POLL_FALLBACK,
+                    abort_job_polling_interval=POLL_FALLBACK,
                 ),
                 name="agentlab-sched-worker",
             )
@@ -154,6 +172,13 @@ async def run_worker(
         if install_signal_handlers:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
+
+
+def _without_periodic_tick(app: procrastinate.App) -> None:
+    """Drop the blueprint's periodic tick from this app's periodic tasks (housekeeping stays)."""
+    registry = app.periodic_registry.periodic_tasks
+    for key in [k for k, p in registry.items() if p.task.func is blueprint_tick]:
+        del registry[key]
 
 
 async def _stop_worker(worker: asyncio.Task[None]) -> None:

@@ -46,35 +46,61 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- Render `{{ schedule.x }}` placeholders in every string of the template. A small, safe language:
--- names only, no expressions, no code. An unknown placeholder is refused with its name.
-CREATE OR REPLACE FUNCTION agentlab_sched.render_inputs(template jsonb, fire_at timestamptz, tz text,
-                                                        name text DEFAULT '', kind text DEFAULT 'scheduled')
-RETURNS jsonb
-LANGUAGE plpgsql STABLE AS $$
+-- names only, no expressions, no code. `vals` are the values (template_values); `leftover` is the first
+-- placeholder that is not known (then `rendered` is NULL). Only names that occur are substituted.
+CREATE OR REPLACE FUNCTION agentlab_sched.render_with(template jsonb, vals jsonb, OUT rendered jsonb, OUT leftover text)
+LANGUAGE plpgsql IMMUTABLE
+-- Workers' sessions force custom plans (against a bad generic plan of Procrastinate's fetch query), which
+-- would plan each expression below again on every call (4x slower); nothing here reads a table.
+SET plan_cache_mode = auto
+AS $$
 DECLARE
     body text := template::text;
-    vals jsonb;
     k text;
     v text;
-    leftover text;
 BEGIN
     IF position('{{' IN body) = 0 THEN
-        RETURN template;  -- the common case: nothing to render, no work
+        rendered := template;  -- the common case: nothing to render, no work
+        RETURN;
     END IF;
-    vals := agentlab_sched.template_values(fire_at, tz, name, kind);
-    FOR k, v IN SELECT key, value #>> '{}' FROM jsonb_each(vals) LOOP
+    FOR k, v IN SELECT key, value #>> '{}' FROM jsonb_each(vals) WHERE position(key IN body) > 0 LOOP
         -- Values are JSON-escaped (without their quotes) since they land inside JSON strings.
         body := regexp_replace(body, '\{\{\s*' || replace(k, '.', '\.') || '\s*\}\}',
                                replace(substr(to_jsonb(v)::text, 2, length(to_jsonb(v)::text) - 2), '\', '\\'),
                                'g');
     END LOOP;
     leftover := substring(body FROM '\{\{\s*[^}]*\}\}');
-    IF leftover IS NOT NULL THEN
-        PERFORM agentlab_sched.fail('inputs.unknown_placeholder', 'inputs', jsonb_build_object(
-            'placeholder', leftover,
-            'known', (SELECT jsonb_agg(key ORDER BY key) FROM jsonb_object_keys(vals) AS key)));
+    IF leftover IS NULL THEN
+        rendered := body::jsonb;
     END IF;
-    RETURN body::jsonb;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION agentlab_sched.render_template(template jsonb, fire_at timestamptz, tz text, name text,
+                                                          kind text, OUT rendered jsonb, OUT leftover text)
+LANGUAGE sql STABLE AS $$
+    SELECT r.rendered, r.leftover
+    FROM agentlab_sched.render_with(template, CASE WHEN position('{{' IN template::text) > 0
+                                                   THEN agentlab_sched.template_values(fire_at, tz, name, kind)
+                                              END) r
+$$;
+
+-- The same, refusing an unknown placeholder with its name.
+CREATE OR REPLACE FUNCTION agentlab_sched.render_inputs(template jsonb, fire_at timestamptz, tz text,
+                                                        name text DEFAULT '', kind text DEFAULT 'scheduled')
+RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    r record;
+BEGIN
+    r := agentlab_sched.render_template(template, fire_at, tz, name, kind);
+    IF r.leftover IS NOT NULL THEN
+        PERFORM agentlab_sched.fail('inputs.unknown_placeholder', 'inputs', jsonb_build_object(
+            'placeholder', r.leftover,
+            'known', (SELECT jsonb_agg(key ORDER BY key)
+                      FROM jsonb_object_keys(agentlab_sched.template_values(fire_at, tz, name, kind)) AS key)));
+    END IF;
+    RETURN r.rendered;
 END
 $$;
 
@@ -284,18 +310,27 @@ BEGIN
 END
 $$;
 
--- Apply the plans of one tick batch (see planner.Plan.as_json). With `isolate`, each schedule runs in its
--- own subtransaction so that an unexpected error in one records a generic failed_to_start and the
--- others go on; the tick first tries without (cheaper), and only on an error retries isolated.
+-- Apply the plans of one tick batch (see planner.Plan.as_json). Simple plans (the common case: one
+-- launch that nothing can refuse, or only a new next_run_at) are applied set-based, a few statements for
+-- the whole batch (apply_simple_plans); the others one by one through launch(). With `isolate`, every plan
+-- goes one by one, each in its own subtransaction, so that an unexpected error in one records a generic
+-- failed_to_start and the others go on; the tick first tries without (cheaper), and only on an error
+-- retries isolated.
 CREATE OR REPLACE FUNCTION agentlab_sched.apply_plans(plans jsonb, now timestamptz, isolate boolean DEFAULT false)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
     p jsonb;
-    outcomes jsonb := '[]'::jsonb;
+    simple jsonb := '[]'::jsonb;
+    done integer[] := '{}';
+    outcomes jsonb[] := '{}';  -- appended in place (a jsonb || jsonb per plan would copy the array each time)
     one jsonb;
 BEGIN
-    FOR p IN SELECT value FROM jsonb_array_elements(plans) LOOP
+    IF NOT isolate THEN
+        SELECT a.outcomes, a.done INTO simple, done FROM agentlab_sched.apply_simple_plans(plans, now) a;
+    END IF;
+    FOR p IN SELECT e.value FROM jsonb_array_elements(plans) WITH ORDINALITY AS e(value, i)
+             WHERE e.i <> ALL (done) LOOP
         IF isolate THEN
             BEGIN
                 one := agentlab_sched.apply_plan(p, now);
@@ -307,7 +342,140 @@ BEGIN
         END IF;
         outcomes := outcomes || one;
     END LOOP;
-    RETURN outcomes;
+    RETURN simple || to_jsonb(outcomes);
+END
+$$;
+
+-- The simple plans of a batch, set-based: plans that only move next_run_at, and plans with exactly one
+-- launch of a schedule that nothing can refuse or make special (task known, no overlap to check or the
+-- `skip` policy with no open run, no run limit, isolated context, inputs that render, not yet in the
+-- ledger, claim not stale). Same rows as launch() writes: the ledger rows, the runs, and the jobs in one
+-- procrastinate_defer_jobs_v1 call. `done` lists the positions (1-based) of the plans applied here.
+-- The schedules are locked by the caller's claim, so nothing can change them between the checks and the
+-- writes; any error aborts the batch and the tick retries it plan by plan.
+CREATE OR REPLACE FUNCTION agentlab_sched.apply_simple_plans(plans jsonb, now timestamptz,
+                                                             OUT outcomes jsonb, OUT done integer[])
+LANGUAGE plpgsql
+SET search_path = public, pg_temp
+SET plan_cache_mode = auto  -- a few statements per batch: cached plans (and none for the templates' code)
+AS $$
+DECLARE
+    moved integer;
+    n integer;
+    v_pos integer[];
+    v_sids bigint[];
+    v_claimed timestamptz[];
+    v_nexts timestamptz[];
+    v_ats timestamptz[];
+    v_kinds text[];
+    v_rendered jsonb[];
+    v_rids uuid[];
+    v_fids bigint[];
+    v_jids bigint[];
+BEGIN
+    WITH p AS (
+        SELECT e.i::integer AS i, (e.v ->> 'schedule_id')::bigint AS sid,
+               (e.v ->> 'claimed_next_run_at')::timestamptz AS claimed, (e.v ->> 'next_run_at')::timestamptz AS nxt,
+               e.v -> 'fires' AS fires, (e.v -> 'fires' -> 0 ->> 'fire_at')::timestamptz AS at,
+               e.v -> 'fires' -> 0 ->> 'kind' AS kind
+        FROM jsonb_array_elements(plans) WITH ORDINALITY AS e(v, i)
+    ), tv AS (  -- template values, computed once per (fire time, time zone, kind), the name added per schedule
+        SELECT d.at, d.timezone, d.kind, agentlab_sched.template_values(d.at, d.timezone, '', d.kind) AS vals
+        FROM (SELECT DISTINCT p.at, s.timezone, p.kind FROM p JOIN agentlab_sched.schedules s ON s.id = p.sid
+              WHERE p.at IS NOT NULL AND position('{{' IN s.inputs::text) > 0) d
+    ), picked AS (
+        SELECT p.i, p.sid, p.claimed, p.nxt, p.at, p.kind,
+               CASE WHEN p.at IS NOT NULL
+                    THEN (agentlab_sched.render_with(s.inputs, tv.vals || jsonb_build_object('schedule.name', s.name))
+                         ).rendered
+               END AS rendered
+        FROM p JOIN agentlab_sched.schedules s ON s.id = p.sid
+        LEFT JOIN tv ON tv.at = p.at AND tv.timezone = s.timezone AND tv.kind = p.kind
+        WHERE s.next_run_at IS NOT DISTINCT FROM p.claimed
+          AND (jsonb_array_length(p.fires) = 0
+               OR (jsonb_array_length(p.fires) = 1 AND p.fires -> 0 ->> 'action' = 'launch'
+                   AND s.remaining_runs IS NULL AND s.context = 'isolated'
+                   AND s.overlap IN ('allow_all', 'buffer_all', 'skip')
+                   AND EXISTS (SELECT 1 FROM agentlab_sched.known_tasks k
+                               WHERE k.task = s.task AND k.seen_at > clock_timestamp() - interval '10 minutes')
+                   AND (s.overlap <> 'skip' OR NOT EXISTS (
+                           SELECT 1 FROM agentlab_sched.runs r
+                           WHERE r.schedule_id = s.id
+                             AND r.status IN ('queued', 'running', 'awaiting_approval', 'suspended')))
+                   AND NOT EXISTS (SELECT 1 FROM agentlab_sched.fires f
+                                   WHERE f.schedule_id = s.id AND f.fire_at = p.at AND f.kind = p.kind)))
+    )
+    SELECT array_agg(i ORDER BY i), array_agg(sid ORDER BY i), array_agg(claimed ORDER BY i),
+           array_agg(nxt ORDER BY i), array_agg(at ORDER BY i), array_agg(kind ORDER BY i),
+           array_agg(rendered ORDER BY i)
+    INTO v_pos, v_sids, v_claimed, v_nexts, v_ats, v_kinds, v_rendered
+    FROM picked WHERE at IS NULL OR rendered IS NOT NULL;  -- a template that fails to render: launch() says why
+    done := coalesce(v_pos, '{}');
+    n := coalesce(array_length(v_pos, 1), 0);
+    IF n = 0 THEN
+        outcomes := '[]'::jsonb;
+        RETURN;
+    END IF;
+
+    -- The conditional advance (as apply_plan): checked above under the claim's row locks, so all move.
+    UPDATE agentlab_sched.schedules s SET next_run_at = u.nxt, replan = NULL
+    FROM unnest(v_sids, v_claimed, v_nexts) AS u(sid, claimed, nxt)
+    WHERE s.id = u.sid AND s.next_run_at IS NOT DISTINCT FROM u.claimed;
+    GET DIAGNOSTICS moved = ROW_COUNT;
+    IF moved <> n THEN
+        RAISE EXCEPTION 'apply_simple_plans: % of % schedules advanced', moved, n;
+    END IF;
+
+    -- Launches: ledger rows, jobs (one call), runs. No ON CONFLICT: a fire recorded meanwhile is an error,
+    -- and the tick's isolated retry then reports it as a duplicate.
+    SELECT array_agg(CASE WHEN u.at IS NOT NULL THEN gen_random_uuid() END ORDER BY u.k) INTO v_rids
+    FROM unnest(v_ats) WITH ORDINALITY AS u(at, k);
+    WITH ins AS (
+        INSERT INTO agentlab_sched.fires (schedule_id, fire_at, kind, status, inputs, run_id)
+        SELECT u.sid, u.at, u.kind, 'started', u.rendered, u.rid
+        FROM unnest(v_sids, v_ats, v_kinds, v_rendered, v_rids) WITH ORDINALITY AS u(sid, at, kind, rendered, rid, k)
+        WHERE u.at IS NOT NULL
+        ORDER BY u.k
+        RETURNING id, run_id
+    )
+    SELECT array_agg(ins.id ORDER BY u.k) INTO v_fids
+    FROM unnest(v_rids) WITH ORDINALITY AS u(rid, k) LEFT JOIN ins ON ins.run_id = u.rid;
+
+    -- Job ids come from a sequence, in the order the jobs are inserted (the order of the array).
+    SELECT array_agg(j ORDER BY j) INTO v_jids
+    FROM unnest(procrastinate_defer_jobs_v1(ARRAY(
+        SELECT ROW(s.queue, s.task, s.priority,
+                   CASE WHEN s.overlap = 'buffer_all' THEN 'agentlab_sched:' || s.id END, NULL,
+                   u.rendered, NULL)::procrastinate_job_to_defer_v1
+        FROM unnest(v_sids, v_ats, v_rendered) WITH ORDINALITY AS u(sid, at, rendered, k)
+        JOIN agentlab_sched.schedules s ON s.id = u.sid
+        WHERE u.at IS NOT NULL
+        ORDER BY u.k))) AS j;
+
+    INSERT INTO agentlab_sched.runs (id, schedule_id, fire_id, task, inputs, status, job_id, started_by, timeout,
+                                     session_key)
+    SELECT l.rid, s.id, l.fid, s.task, l.rendered, 'queued', v_jids[l.rank], 'schedule:' || s.name, s.timeout,
+           gen_random_uuid()::text
+    FROM (SELECT u.*, row_number() OVER (ORDER BY u.k) AS rank
+          FROM unnest(v_sids, v_rendered, v_rids, v_fids) WITH ORDINALITY AS u(sid, rendered, rid, fid, k)
+          WHERE u.rid IS NOT NULL) l
+    JOIN agentlab_sched.schedules s ON s.id = l.sid;
+
+    -- The pairing of runs and jobs rests on the sequence handing out ids in insertion order; prove it for
+    -- this batch (a mismatch aborts it, and the tick applies the batch again plan by plan).
+    IF EXISTS (SELECT 1 FROM agentlab_sched.runs r JOIN procrastinate_jobs j ON j.id = r.job_id
+               WHERE r.id = ANY (v_rids) AND (j.task_name <> r.task OR j.args <> r.inputs)) THEN
+        RAISE EXCEPTION 'apply_simple_plans: runs and jobs paired out of order';
+    END IF;
+
+    SELECT jsonb_agg(jsonb_build_object(
+               'schedule_id', l.sid,
+               'fires', CASE WHEN l.rid IS NULL THEN '[]'::jsonb ELSE jsonb_build_array(jsonb_build_object(
+                   'fire_id', l.fid, 'status', 'started', 'run_id', l.rid,
+                   'job_id', v_jids[l.rank])) END) ORDER BY l.k)
+    INTO outcomes
+    FROM (SELECT u.*, CASE WHEN u.rid IS NOT NULL THEN count(u.rid) OVER (ORDER BY u.k) END AS rank
+          FROM unnest(v_sids, v_rids, v_fids) WITH ORDINALITY AS u(sid, rid, fid, k)) l;
 END
 $$;
 
