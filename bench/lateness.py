@@ -16,8 +16,8 @@ own on a fresh database (see bench/worker.py):
 Targets (issue 3): p99 < 1 s with the tick, < 100 ms with the precise loop.
 
 ``--synchronous-commit off`` sets it on the benchmark database (a diagnosis: how much of the job start
-lateness is waiting for WAL flushes, one per job fetch and one per job finish); ``--concurrency`` is the
-worker's.
+lateness is waiting for WAL flushes, one per job fetch and one per job finish); ``--concurrency`` is each
+worker's, ``--workers`` how many worker processes share the schedules and jobs.
 """
 
 from __future__ import annotations
@@ -37,13 +37,13 @@ WARMUP = 3.0
 TAIL = 2.0
 
 
-def _measure(url: str, mode: str, seconds: float, sync_commit: str, concurrency: int) -> dict[str, Any]:
+def _measure(url: str, mode: str, seconds: float, sync_commit: str, concurrency: int, workers: int) -> dict[str, Any]:
     with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
         conn.execute(f"ALTER DATABASE {conn.info.dbname} SET synchronous_commit = {sync_commit}")
         common.insert_schedules(
             conn, SCHEDULES, cron="* * * * * *", next_run_at=None, prefix="late", overlap="allow_all"
         )
-        worker = common.start_worker(url, mode, "--concurrency", str(concurrency))
+        procs = [common.start_worker(url, mode, "--concurrency", str(concurrency)) for _ in range(workers)]
         try:
             deadline = time.monotonic() + 60
             first = None
@@ -54,7 +54,7 @@ def _measure(url: str, mode: str, seconds: float, sync_commit: str, concurrency:
                 raise RuntimeError(f"no fire within 60 s in mode {mode}")
             time.sleep(WARMUP + seconds + TAIL)
         finally:
-            stopped_in = common.stop_worker(worker)
+            stopped_in = max(common.stop_worker(p) for p in procs)
         rows = conn.execute(
             """SELECT f.status, extract(epoch FROM f.created_at - f.fire_at) AS recorded,
                       extract(epoch FROM r.started_at - f.fire_at) AS started
@@ -84,13 +84,16 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1000, 1)
 
 
-def run(modes: list[str], seconds: float, rounds: int, sync_commit: str, concurrency: int) -> dict[str, Any]:
+def run(
+    modes: list[str], seconds: float, rounds: int, sync_commit: str, concurrency: int, workers: int
+) -> dict[str, Any]:
     results: dict[str, Any] = {
         "machine": common.machine(),
         "seconds": seconds,
         "schedules": SCHEDULES,
         "synchronous_commit": sync_commit,
         "concurrency": concurrency,
+        "workers": workers,
         "modes": {},
     }
     with common.server() as srv:
@@ -98,7 +101,7 @@ def run(modes: list[str], seconds: float, rounds: int, sync_commit: str, concurr
         for _ in range(rounds):
             for mode in modes:
                 with srv.database() as url:
-                    one = _measure(url, mode, seconds, sync_commit, concurrency)
+                    one = _measure(url, mode, seconds, sync_commit, concurrency, workers)
                 results["modes"].setdefault(mode, []).append(one)
                 print(
                     f"{mode}: start p50 {one['start_p50_ms']} ms, p99 {one['start_p99_ms']} ms "
@@ -120,8 +123,11 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=60.0, help="measured seconds per mode (default 60)")
     parser.add_argument("--rounds", type=int, default=1, help="measurements per mode (medians reported)")
     parser.add_argument("--synchronous-commit", choices=["on", "off"], default="on")
-    parser.add_argument("--concurrency", type=int, default=10, help="the worker's (default 10)")
+    parser.add_argument("--concurrency", type=int, default=10, help="each worker's (default 10)")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     parser.add_argument("--save", help="write the JSON result to this file too")
     args = parser.parse_args()
     modes = args.mode or ["tick", "precise"]
-    common.emit(run(modes, args.seconds, args.rounds, args.synchronous_commit, args.concurrency), args.save)
+    common.emit(
+        run(modes, args.seconds, args.rounds, args.synchronous_commit, args.concurrency, args.workers), args.save
+    )
