@@ -4,7 +4,7 @@
     python -m bench.fire_storm -n 100000 --rounds 1
     python -m bench.fire_storm -n 10000 --profile # where the time goes, inside PostgreSQL too
     python -m bench.fire_storm --auto-plans       # the firing session with plan_cache_mode = auto
-    python -m bench.fire_storm --sql bench/proposals/40_firing.sql   # measure a proposed change
+    python -m bench.fire_storm --patch my_change.diff   # measure a proposed change of an SQL file
 
 One `fire_due` call (what the tick and the precise loop run) on a fresh database holding N schedules whose
 next_run_at is the same instant T, at now = T + 0.2 s: every schedule gets its ledger row, its run and
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import subprocess
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -49,8 +50,9 @@ class Options:
     profile: bool = False
     auto_plans: bool = False
     batch_size: int = 1000
-    #: An SQL file applied to each benchmark database before measuring (e.g. a proposed 40_firing.sql).
-    sql: str | None = None
+    #: A proposed change of an SQL file (a unified diff): the file, patched, is applied to each benchmark
+    #: database before measuring.
+    patch: str | None = None
 
 
 def _inputs(template: bool) -> dict[str, Any]:
@@ -77,11 +79,21 @@ class _TimedConnection:
             self._spent[key] = self._spent.get(key, 0.0) + time.perf_counter() - began
 
 
+def _patched_sql(diff: str) -> str:
+    """The SQL file a diff changes (named on its ``+++ b/...`` line), with the diff applied (patch(1))."""
+    text = Path(diff).read_text()
+    target = next(line[6:].strip() for line in text.splitlines() if line.startswith("+++ b/"))
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "patched.sql"
+        subprocess.run(["patch", "--quiet", "-o", str(out), str(common.ROOT / target), diff], check=True)
+        return out.read_text()
+
+
 def _load(url: str, n: int, opts: Options) -> None:
     """N schedules due at T (and the proposed SQL, if any), vacuumed and analysed."""
     with psycopg.connect(url, autocommit=True) as setup:
-        if opts.sql:
-            setup.execute(Path(opts.sql).read_text())  # type: ignore[arg-type]
+        if opts.patch:
+            setup.execute(_patched_sql(opts.patch))  # type: ignore[arg-type]
         common.insert_schedules(
             setup, n, cron="* * * * *", next_run_at=T, prefix="storm", inputs=_inputs(opts.template)
         )
@@ -230,9 +242,9 @@ if __name__ == "__main__":
     parser.add_argument("--profile", action="store_true", help="also time each plpgsql function (track_functions)")
     parser.add_argument("--auto-plans", action="store_true", help="plan_cache_mode = auto on the firing session")
     parser.add_argument("--batch-size", type=int, default=1000, help="schedules claimed per transaction")
-    parser.add_argument("--sql", help="apply this SQL file to each benchmark database first (a proposed change)")
+    parser.add_argument("--patch", help="a proposed SQL change (unified diff): measured with it applied")
     parser.add_argument("--no-baselines", action="store_true", help="skip the procrastinate defer baselines")
     parser.add_argument("--save", help="write the JSON result to this file too")
     args = parser.parse_args()
-    opts = Options(not args.plain_inputs, args.profile, args.auto_plans, args.batch_size, args.sql)
+    opts = Options(not args.plain_inputs, args.profile, args.auto_plans, args.batch_size, args.patch)
     common.emit(run(args.n or [1000, 10000], args.rounds, opts, not args.no_baselines), args.save)

@@ -6,9 +6,10 @@
 Reported per mode: CPU seconds per minute of the worker process and of the whole PostgreSQL server
 (postmaster and all its processes, from /proc/<pid>/stat), measured after a warm-up, with nothing else
 touching the database; then how late the every-minute schedule's fires were recorded and started.
-Modes (bench/worker.py): ``precise`` is ``agentlab-sched worker`` (periodic tick + precise loop), ``tick``
-a plain procrastinate worker with the blueprint, ``bare`` a procrastinate worker without the scheduler,
-``loop`` the precise loop alone, ``none`` no worker at all (the server's own floor).
+Modes (bench/worker.py): ``precise`` is ``agentlab-sched worker`` (the precise loop; before 73d3ed9 also
+the per-second periodic tick), ``tick`` a plain procrastinate worker with the blueprint, ``bare`` a
+procrastinate worker without the scheduler, ``loop`` the precise loop alone, ``none`` no worker at all
+(the server's own floor).
 
 Target (issue 3): scheduler and PostgreSQL together <= 0.05 CPU-s per minute; the every-minute fire
 < 0.1 s late.

@@ -10,8 +10,8 @@ own on a fresh database (see bench/worker.py):
 
 - ``tick``: a plain procrastinate worker on the demo app; schedules fire from the blueprint's periodic
   tick only (Procrastinate defers it every second, 0.5 s after the second: its MARGIN).
-- ``precise``: ``run_worker`` (what ``agentlab-sched worker`` runs): the tick plus the precise loop,
-  which sleeps until the earliest next_run_at.
+- ``precise``: ``run_worker`` (what ``agentlab-sched worker`` runs): the precise loop, which sleeps until
+  the earliest next_run_at (before 73d3ed9 the per-second periodic tick ran beside it too).
 
 Targets (issue 3): p99 < 1 s with the tick, < 100 ms with the precise loop.
 

@@ -1,6 +1,6 @@
 """A worker process for the benchmarks, on AGENTLAB_SCHED_DATABASE_URL; SIGTERM or SIGINT stops it.
 
-    python -m bench.worker --mode precise   # agentlab-sched's worker: run_worker (tick + precise loop)
+    python -m bench.worker --mode precise   # agentlab-sched's worker: run_worker (the precise loop)
     python -m bench.worker --mode tick      # a plain procrastinate worker on the demo app (periodic tick only)
     python -m bench.worker --mode bare      # a plain procrastinate worker, demo tasks without the scheduler
     python -m bench.worker --mode loop      # the precise loop alone, no procrastinate worker
