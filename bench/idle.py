@@ -53,6 +53,12 @@ def _load(url: str, count: int) -> None:
 def _measure(srv: common.Server, url: str, mode: str, seconds: float) -> dict[str, Any]:
     if srv.postmaster_pid is None:
         raise SystemExit("the PostgreSQL server is not on this machine: its CPU cannot be read")
+    with psycopg.connect(url, autocommit=True) as conn:  # each mode starts clean, the next minute pending
+        conn.execute("TRUNCATE agentlab_sched.fires, agentlab_sched.runs, procrastinate_jobs CASCADE")
+        conn.execute(
+            """UPDATE agentlab_sched.schedules SET next_run_at = date_trunc('minute', now()) + interval '1 minute'
+               WHERE name = 'every-minute'"""
+        )
     worker = common.start_worker(url, mode) if mode != "none" else None
     try:
         time.sleep(WARMUP)
@@ -111,8 +117,6 @@ def run(modes: list[str], seconds: float, count: int, rounds: int) -> dict[str, 
                         f"= {one['total_cpu_s_per_min']} CPU-s/min; every-minute fire started late (ms): {late}",
                         flush=True,
                     )
-                    with psycopg.connect(url, autocommit=True) as conn:  # the next mode starts clean
-                        conn.execute("TRUNCATE agentlab_sched.fires, agentlab_sched.runs, procrastinate_jobs CASCADE")
     for mode, ones in results["modes"].items():
         results[f"{mode}_median_total_cpu_s_per_min"] = common.median([o["total_cpu_s_per_min"] for o in ones])
     results["machine"]["loadavg_end"] = common.machine()["loadavg"]
