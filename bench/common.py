@@ -12,6 +12,7 @@ import itertools
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -100,6 +101,7 @@ def server() -> Iterator[Server]:
         yield Server(admin, _postmaster_pid(admin))
     finally:
         pg.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def insert_schedules(
