@@ -253,6 +253,14 @@ def _json_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
+def _report_run(ctx: typer.Context, r: lifecycle.Run, as_json: bool, code: str, **params: object) -> None:
+    """What an action on a run prints: the run as JSON, or one line saying what was done."""
+    if as_json:
+        common.print_json(r.as_dict())
+        return
+    common.say(ctx, code, run=r.short_id, **params)
+
+
 @runs_app.command("approve")
 def approve_cmd(
     ctx: typer.Context, run: RunId, comment: Comment = None, segment: Segment = None, by: By = None,
@@ -264,10 +272,7 @@ def approve_cmd(
         return await lifecycle.approve(conn, run, _by(by), comment, segment)
 
     r = common.run(ctx, act)
-    if as_json:
-        common.print_json(r.as_dict())
-        return
-    common.say(ctx, "run.approved", run=r.short_id, segment=r.segment, next=r.segment + 1)
+    _report_run(ctx, r, as_json, "run.approved", segment=r.segment, next=r.segment + 1)
 
 
 @runs_app.command("reject")
@@ -280,11 +285,7 @@ def reject_cmd(
     async def act(conn: psycopg.AsyncConnection[Any]) -> lifecycle.Run:
         return await lifecycle.reject(conn, run, _by(by), comment, segment)
 
-    r = common.run(ctx, act)
-    if as_json:
-        common.print_json(r.as_dict())
-        return
-    common.say(ctx, "run.rejected", run=r.short_id)
+    _report_run(ctx, common.run(ctx, act), as_json, "run.rejected")
 
 
 @runs_app.command("resume")
@@ -294,11 +295,7 @@ def resume_cmd(ctx: typer.Context, run: RunId, by: By = None, as_json: JsonOptio
     async def act(conn: psycopg.AsyncConnection[Any]) -> lifecycle.Run:
         return await lifecycle.resume(conn, run, _by(by))
 
-    r = common.run(ctx, act)
-    if as_json:
-        common.print_json(r.as_dict())
-        return
-    common.say(ctx, "run.resumed", run=r.short_id)
+    _report_run(ctx, common.run(ctx, act), as_json, "run.resumed")
 
 
 @runs_app.command("abandon")
@@ -308,11 +305,7 @@ def abandon_cmd(ctx: typer.Context, run: RunId, by: By = None, as_json: JsonOpti
     async def act(conn: psycopg.AsyncConnection[Any]) -> lifecycle.Run:
         return await lifecycle.abandon(conn, run, _by(by))
 
-    r = common.run(ctx, act)
-    if as_json:
-        common.print_json(r.as_dict())
-        return
-    common.say(ctx, "run.abandoned", run=r.short_id)
+    _report_run(ctx, common.run(ctx, act), as_json, "run.abandoned")
 
 
 @runs_app.command("cancel")
