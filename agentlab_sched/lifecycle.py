@@ -336,18 +336,22 @@ async def resume(
     conn: psycopg.AsyncConnection[Any], run: str | uuid.UUID, by: str = "python", *, now: datetime | None = None
 ) -> Run:
     """Re-queue a suspended run (Procrastinate retry of its stalled job, or a new job)."""
-    await _act(
-        conn, "resume_run(%(run)s, %(by)s::text, coalesce(%(now)s::timestamptz, now()))", run, {"by": by, "now": now}
-    )
-    return await get_run(conn, run)
+    return await _by_someone(conn, "resume_run", run, by, now)
 
 
 async def abandon(
     conn: psycopg.AsyncConnection[Any], run: str | uuid.UUID, by: str = "python", *, now: datetime | None = None
 ) -> Run:
     """Give up on a suspended run: it is cancelled."""
+    return await _by_someone(conn, "abandon", run, by, now)
+
+
+async def _by_someone(
+    conn: psycopg.AsyncConnection[Any], function: str, run: str | uuid.UUID, by: str, now: datetime | None
+) -> Run:
+    """Call SQL ``function(run, by, now)`` (one of our fixed names, never user input) and return the run."""
     await _act(
-        conn, "abandon(%(run)s, %(by)s::text, coalesce(%(now)s::timestamptz, now()))", run, {"by": by, "now": now}
+        conn, f"{function}(%(run)s, %(by)s::text, coalesce(%(now)s::timestamptz, now()))", run, {"by": by, "now": now}
     )
     return await get_run(conn, run)
 
