@@ -1,1 +1,1 @@
-agentlab_sched/sql
+agentlab_sched/database/sql

@@ -8,14 +8,50 @@ What a host app and its tasks use, importable from here::
     run = agentlab_sched.current_run()               # inside a task
     raise agentlab_sched.AwaitApproval("Publish?", state={...})
     raise agentlab_sched.LaunchRefused("no published version")   # in a resolver
+
+The package, by what it holds (``docs/python.md`` is the user's guide, ``CONTRIBUTING.md`` the map):
+
+- ``schedules``: the cron language, the pure planner, the admin API;
+- ``firing``: the tick, resolvers, the Procrastinate blueprint;
+- ``runs``: the run lifecycle, the worker middleware, run context, approvals, housekeeping;
+- ``notify``: webhook notifications (outbox dispatch, platforms, secrets);
+- ``database``: connections, the embedded server, migrations and the SQL;
+- ``messages``: every user-facing text in ``en`` and ``zh-CN``;
+- ``cli``: the ``agentlab-sched`` command; ``worker``: ``run_worker``; ``demo``: the demo app.
 """
 
 from __future__ import annotations
 
-from .approvals import AwaitApproval
-from .blueprint import blueprint  # the Blueprint object, not the module of the same name
-from .context import current_run
-from .hooks import LaunchRefused
-from .middleware import install
+import sys
 
-__all__ = ["AwaitApproval", "LaunchRefused", "blueprint", "current_run", "install"]
+from agentlab_sched import _compat
+from agentlab_sched.errors import Conflict, NotFound, SchedError, ValidationError
+from agentlab_sched.firing import blueprint as _blueprint_module
+from agentlab_sched.firing.blueprint import blueprint
+from agentlab_sched.firing.hooks import LaunchRefused, LaunchRequest, resolver
+from agentlab_sched.runs.approvals import AwaitApproval
+from agentlab_sched.runs.context import current_run
+from agentlab_sched.runs.middleware import install
+
+_compat.install()
+# `agentlab_sched.blueprint` is the Blueprint object; the old module path still imports (without
+# replacing the object, which a lazy import of a submodule of that name would do).
+sys.modules.setdefault("agentlab_sched.blueprint", _blueprint_module)
+
+__all__ = [
+    # Including the scheduler in a Procrastinate app
+    "blueprint",  # the tick and housekeeping tasks: app.add_tasks_from(blueprint, namespace="agentlab_sched")
+    "install",  # the run middleware for the app's workers
+    # Inside a task
+    "AwaitApproval",  # pause the run for a person
+    "current_run",  # what the task knows about its run
+    # Resolvers: refuse a launch before it happens
+    "LaunchRefused",
+    "LaunchRequest",
+    "resolver",
+    # Errors every API raises (the tree is drawn in agentlab_sched.errors)
+    "Conflict",
+    "NotFound",
+    "SchedError",
+    "ValidationError",
+]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import messages
+from agentlab_sched import messages
 
 
 class SchedError(Exception):
@@ -49,7 +49,7 @@ def from_database(exc: Exception) -> SchedError | None:
         return None
     if not isinstance(data, dict) or "code" not in data:
         return None
-    from . import messages
+    from agentlab_sched import messages
 
     if data["code"] not in messages.CATALOG:
         return None

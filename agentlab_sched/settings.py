@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from .messages import current_locale
+from agentlab_sched.messages import current_locale
 
 
 def _flag(name: str, default: bool) -> bool:
@@ -51,9 +51,7 @@ class Settings:
 
     @classmethod
     def from_env(cls) -> Settings:
-        keys = tuple(
-            k.strip() for k in os.environ.get("AGENTLAB_SCHED_SECRET_KEY", "").split(",") if k.strip()
-        )
+        keys = tuple(k.strip() for k in os.environ.get("AGENTLAB_SCHED_SECRET_KEY", "").split(",") if k.strip())
         return cls(
             database_url=os.environ.get("AGENTLAB_SCHED_DATABASE_URL") or None,
             data_dir=os.environ.get("AGENTLAB_SCHED_DATA_DIR") or None,

@@ -19,12 +19,12 @@ import procrastinate
 import psycopg
 from procrastinate import PsycopgConnector
 
-from . import db
-from . import tick as tick_module
-from .blueprint import register_app_tasks, scheduler_connection
-from .blueprint import tick as blueprint_tick
-from .middleware import install
-from .settings import Settings
+from agentlab_sched import database as db
+from agentlab_sched.firing import tick as tick_module
+from agentlab_sched.firing.blueprint import register_app_tasks, scheduler_connection
+from agentlab_sched.firing.blueprint import tick as blueprint_tick
+from agentlab_sched.runs.middleware import install
+from agentlab_sched.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -190,7 +190,7 @@ async def _stop_worker(worker: asyncio.Task[None]) -> None:
 
 def _start_dispatcher(app: procrastinate.App, url: str, settings: Settings) -> Any:
     try:
-        from .notify.dispatcher import Dispatcher
+        from agentlab_sched.notify.dispatcher import Dispatcher
     except ImportError:  # notifications not installed in this build
         return None
     dispatcher = Dispatcher(url, settings=settings)

@@ -25,7 +25,7 @@ from typing import Any
 import psycopg
 from psycopg import conninfo
 
-from agentlab_sched.migrate import migrate
+from agentlab_sched.database.migrate import migrate
 
 ROOT = Path(__file__).resolve().parent.parent
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

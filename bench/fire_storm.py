@@ -33,8 +33,9 @@ from typing import Any
 
 import psycopg
 
-from agentlab_sched import db, tick
+from agentlab_sched import database as db
 from agentlab_sched.demo import make_app
+from agentlab_sched.firing import tick
 from agentlab_sched.settings import Settings
 
 from . import common

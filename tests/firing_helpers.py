@@ -45,25 +45,19 @@ async def make_schedule(
     }
     cols = ", ".join(values)
     marks = ", ".join(f"%({k})s" for k in values)
-    cur = await conn.execute(
-        f"INSERT INTO agentlab_sched.schedules ({cols}) VALUES ({marks}) RETURNING id", values
-    )
+    cur = await conn.execute(f"INSERT INTO agentlab_sched.schedules ({cols}) VALUES ({marks}) RETURNING id", values)
     row = await cur.fetchone()
     assert row is not None
     return row["id"]
 
 
 async def fires(conn: psycopg.AsyncConnection[Any], sid: int) -> list[dict[str, Any]]:
-    cur = await conn.execute(
-        "SELECT * FROM agentlab_sched.fires WHERE schedule_id = %s ORDER BY fire_at, id", (sid,)
-    )
+    cur = await conn.execute("SELECT * FROM agentlab_sched.fires WHERE schedule_id = %s ORDER BY fire_at, id", (sid,))
     return await cur.fetchall()
 
 
 async def runs_of(conn: psycopg.AsyncConnection[Any], sid: int) -> list[dict[str, Any]]:
-    cur = await conn.execute(
-        "SELECT * FROM agentlab_sched.runs WHERE schedule_id = %s ORDER BY created_at, id", (sid,)
-    )
+    cur = await conn.execute("SELECT * FROM agentlab_sched.runs WHERE schedule_id = %s ORDER BY created_at, id", (sid,))
     return await cur.fetchall()
 
 

@@ -14,8 +14,9 @@ import psycopg
 import pytest
 from psycopg import conninfo
 
-from agentlab_sched import admin, db
+from agentlab_sched import database as db
 from agentlab_sched.errors import Conflict, NotFound, SchedError, ValidationError
+from agentlab_sched.schedules import admin
 
 T0 = datetime(2026, 3, 1, 0, 0, tzinfo=UTC)
 

@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg import conninfo
 
-from agentlab_sched import db
-from agentlab_sched.cron import MACROS, check_timezone
+from agentlab_sched import database as db
 from agentlab_sched.errors import ValidationError, from_database
+from agentlab_sched.schedules.cron import MACROS, check_timezone
 
 from .test_cron import BAD, VALID, problem_of
 

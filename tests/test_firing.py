@@ -11,8 +11,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from agentlab_sched import db, hooks
-from agentlab_sched.tick import fire_due, trigger
+from agentlab_sched import database as db
+from agentlab_sched.firing import hooks
+from agentlab_sched.firing.tick import fire_due, trigger
 
 from .firing_helpers import EN, NINE, ZH, fires, job, make_schedule, next_of, runs_of, set_job_status
 
@@ -582,7 +583,7 @@ async def test_sql_trigger_is_carried_out_by_the_next_tick(conn: psycopg.AsyncCo
 
 
 async def test_backfill_fires_each_due_time_with_its_own_inputs(conn: psycopg.AsyncConnection[Any]) -> None:
-    from agentlab_sched.tick import backfill
+    from agentlab_sched.firing.tick import backfill
 
     sid = await make_schedule(conn, overlap="allow_all")
     outcomes = await backfill(conn, "store-report", NINE - timedelta(days=3), NINE - timedelta(days=1), settings=EN)
@@ -597,7 +598,7 @@ async def test_backfill_fires_each_due_time_with_its_own_inputs(conn: psycopg.As
 
 async def test_a_huge_backfill_is_refused_with_its_count(conn: psycopg.AsyncConnection[Any]) -> None:
     from agentlab_sched.errors import ValidationError
-    from agentlab_sched.tick import backfill
+    from agentlab_sched.firing.tick import backfill
 
     sid = await make_schedule(conn, cron="* * * * *", timezone="UTC")
     with pytest.raises(ValidationError) as err:
@@ -660,7 +661,7 @@ async def test_a_tick_stopped_mid_batch_rolls_back_and_the_next_one_fires_it(
     db_url: str, conn: psycopg.AsyncConnection[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A worker stopped while it holds a claimed batch: nothing is half-written, the next tick fires it."""
-    from agentlab_sched import tick as tick_module
+    from agentlab_sched.firing import tick as tick_module
 
     sid = await make_schedule(conn)
     planning = asyncio.Event()

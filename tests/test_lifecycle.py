@@ -12,10 +12,11 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from agentlab_sched import lifecycle, messages
-from agentlab_sched.context import RunContext
+from agentlab_sched import messages
 from agentlab_sched.errors import Conflict, NotFound, SchedError, ValidationError
-from agentlab_sched.tick import fire_due
+from agentlab_sched.firing.tick import fire_due
+from agentlab_sched.runs import lifecycle
+from agentlab_sched.runs.context import RunContext
 
 from .firing_helpers import EN, NINE, ZH, fires, job, make_schedule, runs_of, set_job_status
 
@@ -824,7 +825,7 @@ def test_messages_of_the_lifecycle_agree_across_locales() -> None:
 async def test_lifecycle_notifies_each_approval_point_once_and_a_suspension_once(conn: Conn) -> None:
     from agentlab_sched.notify import set_webhook
 
-    from .test_notify_fakes import FEISHU_URL, settings
+    from .notify_fakes import FEISHU_URL, settings
 
     sid = await make_schedule(conn, next_run_at=None, overlap="allow_all")
     await set_webhook(conn, "store-report", url=FEISHU_URL, events="finished,failed,awaiting_approval",

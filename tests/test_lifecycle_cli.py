@@ -10,9 +10,9 @@ from typing import Any
 
 from typer.testing import CliRunner, Result
 
-from agentlab_sched import db
+from agentlab_sched import database as db
 from agentlab_sched.cli import app
-from agentlab_sched.tick import fire_due
+from agentlab_sched.firing.tick import fire_due
 
 from .firing_helpers import EN, NINE, make_schedule, set_job_status
 from .test_lifecycle import ask, launch, run_row

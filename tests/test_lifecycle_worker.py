@@ -21,9 +21,10 @@ from typing import Any
 import procrastinate
 import psycopg
 
-from agentlab_sched import current_run, install, lifecycle, messages
+from agentlab_sched import current_run, install, messages
 from agentlab_sched.demo import make_app
-from agentlab_sched.middleware import RunMiddleware
+from agentlab_sched.runs import lifecycle
+from agentlab_sched.runs.middleware import RunMiddleware
 from agentlab_sched.settings import Settings
 from agentlab_sched.worker import run_worker
 
@@ -360,7 +361,7 @@ async def test_the_housekeeping_task_checks_and_prunes_with_the_retention_settin
 ) -> None:
     from types import SimpleNamespace
 
-    from agentlab_sched import housekeeping
+    from agentlab_sched.runs import housekeeping
 
     sid = await make_schedule(conn, "agent", next_run_at=None)
     run = await launch(conn, sid)

@@ -5,9 +5,9 @@ import threading
 import psycopg
 import pytest
 
-from agentlab_sched import migrate as migrate_module
+from agentlab_sched.database import migrate as migrate_module
+from agentlab_sched.database.migrate import migrate
 from agentlab_sched.errors import SchedError
-from agentlab_sched.migrate import migrate
 
 
 def _tables(url: str) -> list[str]:
@@ -62,10 +62,7 @@ def test_a_changed_applied_migration_is_refused(empty_db_url: str, tmp_path, mon
     assert err.value.message("en") == (
         "migration 0001_schema.sql was changed after it was applied; restore it and add a new migration instead"
     )
-    assert (
-        err.value.message("zh-CN")
-        == "迁移文件 0001_schema.sql 在执行后被改动过;请恢复原样,改动请写成新的迁移文件"
-    )
+    assert err.value.message("zh-CN") == "迁移文件 0001_schema.sql 在执行后被改动过;请恢复原样,改动请写成新的迁移文件"
 
 
 def test_a_new_migration_is_applied_once(empty_db_url: str, tmp_path, monkeypatch) -> None:

@@ -11,11 +11,11 @@ from datetime import datetime, timedelta
 import httpx
 import psycopg
 
-from agentlab_sched import db
+from agentlab_sched import database as db
 from agentlab_sched.notify import Dispatcher, SecretBox, Sender, deliver_due, set_webhook
 from agentlab_sched.notify.dispatcher import MAX_ATTEMPTS, Outbox
 
-from .test_notify_fakes import (
+from .notify_fakes import (
     DINGTALK_SECRET,
     DINGTALK_URL,
     FEISHU_BAD_TOKEN,

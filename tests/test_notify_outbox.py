@@ -7,11 +7,11 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from agentlab_sched import db
+from agentlab_sched import database as db
 from agentlab_sched.errors import ValidationError, from_database
 from agentlab_sched.notify import CHANNEL, set_webhook
 
-from .test_notify_fakes import FEISHU_URL, add_run, add_schedule, outbox, set_status, settings
+from .notify_fakes import FEISHU_URL, add_run, add_schedule, outbox, set_status, settings
 
 
 async def subscribed(conn: psycopg.AsyncConnection, name: str = "daily-report", **kw: object) -> int:
@@ -146,11 +146,11 @@ async def test_sql_refuses_plaintext_webhook_urls_and_secrets(conn: psycopg.Asyn
 async def test_runs_launched_by_the_engine_notify_when_their_job_ends(conn: psycopg.AsyncConnection) -> None:
     """The whole path: a tick launches the run; its Procrastinate job's status (as a worker or the
     procrastinate CLI sets it) moves the run; the outbox row arrives with that change and is delivered."""
+    from agentlab_sched.firing.tick import fire_due
     from agentlab_sched.notify import deliver_due
-    from agentlab_sched.tick import fire_due
 
     from .firing_helpers import EN, NINE, make_schedule, runs_of, set_job_status
-    from .test_notify_fakes import WECOM_URL, FakePlatforms
+    from .notify_fakes import WECOM_URL, FakePlatforms
 
     sid = await make_schedule(conn, "store-report")
     await set_webhook(conn, "store-report", url=WECOM_URL, settings=settings())

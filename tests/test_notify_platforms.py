@@ -15,7 +15,7 @@ import pytest
 from agentlab_sched.notify.content import EventInfo, event_message
 from agentlab_sched.notify.platforms import describe, judge, prepare
 
-from .test_notify_fakes import (
+from .notify_fakes import (
     DINGTALK_BAD_SIGN,
     DINGTALK_NO_TOKEN,
     DINGTALK_OK,

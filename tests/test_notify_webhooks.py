@@ -11,12 +11,12 @@ import typer
 from cryptography.fernet import Fernet
 from typer.testing import CliRunner
 
-from agentlab_sched import db
+from agentlab_sched import database as db
 from agentlab_sched.errors import NotFound, SchedError, ValidationError
 from agentlab_sched.notify import SecretBox, Sender, get_webhook, rotate_secrets, set_webhook
 from agentlab_sched.notify import webhooks as notify_webhooks
 
-from .test_notify_fakes import (
+from .notify_fakes import (
     DINGTALK_SECRET,
     DINGTALK_URL,
     FEISHU_SECRET,

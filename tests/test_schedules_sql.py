@@ -18,7 +18,8 @@ import psycopg
 import pytest
 from psycopg import conninfo
 
-from agentlab_sched import db, errors
+from agentlab_sched import database as db
+from agentlab_sched import errors
 
 S = "agentlab_sched"
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import psycopg
 
-from agentlab_sched import tick
 from agentlab_sched.demo import make_app
+from agentlab_sched.firing import tick
 from agentlab_sched.settings import Settings
 from agentlab_sched.worker import Scheduler, run_worker
 
@@ -27,9 +27,7 @@ async def _wait_for(predicate: Any, limit: float = 15.0) -> Any:
     raise AssertionError("condition not met in time")
 
 
-async def test_worker_fires_runs_and_stops_within_3_seconds(
-    db_url: str, conn: psycopg.AsyncConnection[Any]
-) -> None:
+async def test_worker_fires_runs_and_stops_within_3_seconds(db_url: str, conn: psycopg.AsyncConnection[Any]) -> None:
     await conn.execute(
         """INSERT INTO agentlab_sched.schedules (name, cron, task, inputs, timezone)
            VALUES ('every-second', '* * * * * *', 'demo.echo', %s::jsonb, 'UTC')""",
@@ -38,9 +36,7 @@ async def test_worker_fires_runs_and_stops_within_3_seconds(
     sid = (await (await conn.execute("SELECT id FROM agentlab_sched.schedules")).fetchone())["id"]
     stop = asyncio.Event()
     worker = asyncio.create_task(
-        run_worker(
-            make_app(db_url), db_url, stop=stop, install_signal_handlers=False, settings=Settings(locale="en")
-        )
+        run_worker(make_app(db_url), db_url, stop=stop, install_signal_handlers=False, settings=Settings(locale="en"))
     )
 
     async def succeeded() -> list[dict[str, Any]]:
@@ -54,9 +50,7 @@ async def test_worker_fires_runs_and_stops_within_3_seconds(
         await asyncio.wait_for(worker, timeout=10)
         stopped_in = time.monotonic() - began
     assert stopped_in < 3.0
-    cur = await conn.execute(
-        "SELECT fire_at, kind FROM agentlab_sched.fires WHERE id = %s", (first["fire_id"],)
-    )
+    cur = await conn.execute("SELECT fire_at, kind FROM agentlab_sched.fires WHERE id = %s", (first["fire_id"],))
     fire = await cur.fetchone()
     assert first["inputs"] == {"day": fire["fire_at"].strftime("%Y-%m-%d")}
     assert first["started_by"] == "schedule:every-second" and first["finished_at"] is not None

@@ -17,10 +17,10 @@ from typing import Annotated
 
 import typer
 
-from .. import messages
-from . import common
-from .database import db_app, migrate_cmd
-from .schedules import schedules_app
+from agentlab_sched import messages
+from agentlab_sched.cli import common
+from agentlab_sched.cli.database import db_app, migrate_cmd
+from agentlab_sched.cli.schedules import schedules_app
 
 __all__ = ["app", "main", "schedules_app"]
 

@@ -39,9 +39,10 @@ from rich.console import Console
 from rich.text import Text
 from typer.core import TyperGroup
 
-from .. import db, messages
-from ..errors import SchedError, ValidationError
-from ..settings import Settings
+from agentlab_sched import database as db
+from agentlab_sched import messages
+from agentlab_sched.errors import SchedError, ValidationError
+from agentlab_sched.settings import Settings
 
 T = TypeVar("T")
 

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from .. import embedded
-from ..migrate import migrate
-from . import common
+from agentlab_sched.cli import common
+from agentlab_sched.database import embedded
+from agentlab_sched.database.migrate import migrate
 
 db_app = typer.Typer(
     name="db",

@@ -8,9 +8,10 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from .. import messages, tick
-from ..errors import NotFound
-from . import common
+from agentlab_sched import messages
+from agentlab_sched.cli import common
+from agentlab_sched.errors import NotFound
+from agentlab_sched.firing import tick
 
 
 def _who() -> str:
@@ -74,9 +75,7 @@ def register(schedules_app: typer.Typer) -> None:
 
         async def go(conn: Any) -> tuple[list[tick.FireOutcome], str]:
             tz = await _timezone(conn, name)
-            outcome = await tick.trigger(
-                conn, name, override, requested_by=f"manual:{_who()}", settings=settings
-            )
+            outcome = await tick.trigger(conn, name, override, requested_by=f"manual:{_who()}", settings=settings)
             return [outcome], tz
 
         outcomes, tz = common.run(ctx, go)
@@ -86,9 +85,7 @@ def register(schedules_app: typer.Typer) -> None:
     def backfill_cmd(
         ctx: typer.Context,
         name: str = typer.Argument(..., help="schedule name"),
-        start: str = typer.Option(
-            ..., "--from", help="first instant (ISO 8601; schedule's zone if no offset)"
-        ),
+        start: str = typer.Option(..., "--from", help="first instant (ISO 8601; schedule's zone if no offset)"),
         end: str = typer.Option(..., "--to", help="last instant (ISO 8601; schedule's zone if no offset)"),
         as_json: bool = typer.Option(False, "--json", help="print JSON"),
     ) -> None:

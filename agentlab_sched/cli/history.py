@@ -18,10 +18,11 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from .. import lifecycle, messages
-from ..errors import ValidationError
-from ..plain import plain
-from . import common
+from agentlab_sched import messages
+from agentlab_sched._plain import plain
+from agentlab_sched.cli import common
+from agentlab_sched.errors import ValidationError
+from agentlab_sched.runs import lifecycle
 
 __all__ = ["fires_cmd", "prune_cmd", "runs_app"]
 

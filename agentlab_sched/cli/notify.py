@@ -13,8 +13,8 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from ..notify import rotate_secrets, test_send
-from . import common
+from agentlab_sched.cli import common
+from agentlab_sched.notify import rotate_secrets, test_send
 
 notify_app = typer.Typer(
     name="notify",

@@ -10,9 +10,10 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from .. import admin, messages
-from ..errors import Conflict, SchedError
-from . import common
+from agentlab_sched import messages
+from agentlab_sched.cli import common
+from agentlab_sched.errors import Conflict, SchedError
+from agentlab_sched.schedules import admin
 
 schedules_app = typer.Typer(
     name="schedules",
@@ -214,7 +215,7 @@ def _options(
 ) -> dict[str, Any]:
     """Option values as admin arguments (durations and times parsed; times read in ``timezone``)."""
     if starts_at is not None or ends_at is not None:
-        from .. import cron as cronlib
+        from agentlab_sched.schedules import cron as cronlib
 
         cronlib.check_timezone(timezone)
     return {
@@ -366,7 +367,7 @@ def edit_cmd(
                     name=name, expected=expected_version, actual=before.version,
                 )  # fmt: skip
             if webhook_given:
-                from .. import notify
+                from agentlab_sched import notify
 
                 # Only what was given: set_webhook keeps what it is not told (url=None would remove it).
                 given_webhook: dict[str, Any] = {

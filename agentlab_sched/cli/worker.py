@@ -12,7 +12,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from . import common
+from agentlab_sched.cli import common
 
 console = Console()
 
@@ -36,7 +36,7 @@ DEMO_SCHEDULES = (
 def _load_app(path: str, url: str) -> Any:
     """The Procrastinate app at ``module.attr``; the demo app is built on ``url``."""
     if path == "agentlab_sched.demo.app":
-        from ..demo import make_app
+        from agentlab_sched.demo import make_app
 
         return make_app(url)
     module, _, attr = path.rpartition(".")
@@ -53,14 +53,12 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def worker(
         ctx: typer.Context,
-        app_path: str = typer.Option(
-            "agentlab_sched.demo.app", "--app", help="dotted path of the Procrastinate app"
-        ),
+        app_path: str = typer.Option("agentlab_sched.demo.app", "--app", help="dotted path of the Procrastinate app"),
         concurrency: int = typer.Option(10, "--concurrency", min=1, help="jobs run at once"),
         queue: list[str] = typer.Option(None, "--queue", help="queues to run (all by default)"),
     ) -> None:
         """Run a worker: jobs, the scheduler's precise loop and notification dispatch."""
-        from ..worker import run_worker
+        from agentlab_sched.worker import run_worker
 
         database = _database(ctx)
         procrastinate_app = _load_app(app_path, database.url)
@@ -78,12 +76,10 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def dev(
         ctx: typer.Context,
-        duration: float = typer.Option(
-            0, "--duration", help="stop after this many seconds (0: until Ctrl-C)"
-        ),
+        duration: float = typer.Option(0, "--duration", help="stop after this many seconds (0: until Ctrl-C)"),
     ) -> None:
         """Embedded PostgreSQL, migrate, demo schedules, a worker and a live view: the first command to run."""
-        from ..migrate import migrate
+        from agentlab_sched.database.migrate import migrate
 
         database = _database(ctx)
         console.print(f"[bold]agentlab-sched dev[/bold] on {database.origin}", highlight=False)
@@ -98,7 +94,8 @@ def register(app: typer.Typer) -> None:
 
 
 async def _seed(url: str) -> None:
-    from .. import db, tick
+    from agentlab_sched import database as db
+    from agentlab_sched.firing import tick
 
     conn = await db.connect(url)
     try:
@@ -115,9 +112,9 @@ async def _seed(url: str) -> None:
 
 
 async def _dev(url: str, duration: float) -> None:
-    from .. import db
-    from ..demo import make_app
-    from ..worker import run_worker
+    from agentlab_sched import database as db
+    from agentlab_sched.demo import make_app
+    from agentlab_sched.worker import run_worker
 
     await _seed(url)
     stop = asyncio.Event()
@@ -169,7 +166,7 @@ async def _changes(conn: Any, seen: dict[str, str]) -> list[str]:
 
 
 async def _doctor(database: Any) -> None:
-    from .. import db
+    from agentlab_sched import database as db
 
     console.print(f"database: {database.origin}", highlight=False)
     conn = await db.connect(database.url)

@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from . import cron as _cron
-from . import firing as _firing
-from . import notify as _notify
-from . import runs as _runs
-from . import validation as _validation
+from agentlab_sched.messages import _cron as _cron
+from agentlab_sched.messages import _firing as _firing
+from agentlab_sched.messages import _notify as _notify
+from agentlab_sched.messages import _runs as _runs
+from agentlab_sched.messages import _validation as _validation
 
 LOCALES = ("en", "zh-CN")
 DEFAULT_LOCALE = "en"

@@ -7,11 +7,11 @@
 
 from __future__ import annotations
 
-from .dispatcher import CHANNEL, Dispatcher, deliver_due
-from .secrets import SecretBox, mask_url
-from .sender import Sender
-from .urls import FORMATS, PLATFORM_HOSTS, WebhookUrl, platform_of, validate_url
-from .webhooks import (
+from agentlab_sched.notify.dispatcher import CHANNEL, Dispatcher, deliver_due
+from agentlab_sched.notify.secrets import SecretBox, mask_url
+from agentlab_sched.notify.sender import Sender
+from agentlab_sched.notify.urls import FORMATS, PLATFORM_HOSTS, WebhookUrl, platform_of, validate_url
+from agentlab_sched.notify.webhooks import (
     EVENTS,
     KEEP,
     TestResult,

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ..messages import duration, local_time, render
-from .platforms import Message
+from agentlab_sched.messages import duration, local_time, render
+from agentlab_sched.notify.platforms import Message
 
 TITLES = {
     "succeeded": "notify.title.finished",

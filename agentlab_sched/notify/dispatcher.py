@@ -28,15 +28,15 @@ from urllib.parse import urlsplit
 import psycopg
 from psycopg.rows import dict_row
 
-from .. import db
-from ..errors import SchedError
-from ..messages import duration, render, term
-from ..settings import Settings
-from .content import EventInfo, event_message
-from .platforms import RATE_LIMITS, Verdict, describe, prepare
-from .secrets import SecretBox
-from .sender import Sender
-from .urls import platform_of
+from agentlab_sched import database as db
+from agentlab_sched.errors import SchedError
+from agentlab_sched.messages import duration, render, term
+from agentlab_sched.notify.content import EventInfo, event_message
+from agentlab_sched.notify.platforms import RATE_LIMITS, Verdict, describe, prepare
+from agentlab_sched.notify.secrets import SecretBox
+from agentlab_sched.notify.sender import Sender
+from agentlab_sched.notify.urls import platform_of
+from agentlab_sched.settings import Settings
 
 log = logging.getLogger("agentlab_sched.notify")
 

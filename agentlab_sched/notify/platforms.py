@@ -18,7 +18,7 @@ from datetime import datetime
 
 import httpx
 
-from ..messages import render, term
+from agentlab_sched.messages import render, term
 
 #: Per-bot rate limits: (sends, per seconds), all of which must hold.
 RATE_LIMITS: dict[str, tuple[tuple[int, float], ...]] = {

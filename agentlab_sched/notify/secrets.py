@@ -10,8 +10,8 @@ from urllib.parse import urlsplit
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
-from ..errors import SchedError
-from ..settings import Settings
+from agentlab_sched.errors import SchedError
+from agentlab_sched.settings import Settings
 
 MAKE_KEY = 'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
 

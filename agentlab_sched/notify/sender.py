@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import httpx
 
-from ..errors import ValidationError
-from .platforms import Prepared, Verdict, judge
-from .secrets import mask_url
-from .urls import Resolver, check_destination, system_resolver
+from agentlab_sched.errors import ValidationError
+from agentlab_sched.notify.platforms import Prepared, Verdict, judge
+from agentlab_sched.notify.secrets import mask_url
+from agentlab_sched.notify.urls import Resolver, check_destination, system_resolver
 
 #: Seconds for one attempt (connect, write, read): a hanging receiver costs at most this.
 DEFAULT_TIMEOUT = 10.0

@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 
 import idna
 
-from ..errors import ValidationError
-from ..messages import term
+from agentlab_sched.errors import ValidationError
+from agentlab_sched.messages import term
 
 FORMATS = ("generic", "feishu", "wecom", "dingtalk")
 

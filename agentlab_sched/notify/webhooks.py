@@ -13,14 +13,14 @@ from datetime import UTC, datetime
 import psycopg
 from psycopg.rows import dict_row
 
-from ..errors import NotFound, SchedError, ValidationError
-from ..messages import render, term
-from ..settings import Settings
-from .content import test_message as _test_message
-from .platforms import describe, prepare
-from .secrets import SecretBox, mask_secret, mask_url
-from .sender import Sender
-from .urls import check_text, validate_url
+from agentlab_sched.errors import NotFound, SchedError, ValidationError
+from agentlab_sched.messages import render, term
+from agentlab_sched.notify.content import test_message as _test_message
+from agentlab_sched.notify.platforms import describe, prepare
+from agentlab_sched.notify.secrets import SecretBox, mask_secret, mask_url
+from agentlab_sched.notify.sender import Sender
+from agentlab_sched.notify.urls import check_text, validate_url
+from agentlab_sched.settings import Settings
 
 EVENTS = ("finished", "failed", "awaiting_approval")
 #: Formats whose bots sign requests with a secret (generic signs an ``X-Agentlab-Signature`` header).

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg.rows import dict_row
 
-from .settings import Settings
+from agentlab_sched.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ def resolve(settings: Settings | None = None, *, data_dir: str | None = None) ->
     settings = settings or Settings.from_env()
     if settings.database_url:
         return Database(settings.database_url, "AGENTLAB_SCHED_DATABASE_URL")
-    from . import embedded
+    from agentlab_sched.database import embedded
 
     where = data_dir or settings.data_dir or str(embedded.default_data_dir())
     return Database(embedded.start(where), f"embedded PostgreSQL ({where})")
@@ -47,6 +47,4 @@ async def connect(url: str, *, locale: str | None = None, autocommit: bool = Tru
 
 def connect_sync(url: str, *, locale: str | None = None, autocommit: bool = True) -> psycopg.Connection:
     """A sync connection with dict rows and our session settings."""
-    return psycopg.Connection.connect(
-        url, autocommit=autocommit, row_factory=dict_row, **connect_kwargs(locale)
-    )
+    return psycopg.Connection.connect(url, autocommit=autocommit, row_factory=dict_row, **connect_kwargs(locale))

@@ -16,7 +16,8 @@ database's validation trigger, so a refusal reads the same from SQL, Python and 
 Unlike the SQL functions, which leave ``next_run_at`` to a worker, these functions plan the next fire
 before they return (``tick.replan`` on the same connection), so ``next_run_at`` is filled at once.
 
-    from agentlab_sched import admin, db
+    from agentlab_sched.schedules import admin
+    from agentlab_sched import database as db
 
     async with await db.connect(url) as conn:
         s = await admin.schedule(conn, "daily-report", "0 9 * * *", "demo.echo",
@@ -39,12 +40,12 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from . import errors
-from .errors import Conflict, NotFound, SchedError
-from .plain import plain
+from agentlab_sched import errors
+from agentlab_sched._plain import plain
+from agentlab_sched.errors import Conflict, NotFound, SchedError
 
 if TYPE_CHECKING:
-    from .cron import Upcoming
+    from agentlab_sched.schedules.cron import Upcoming
 
 __all__ = [
     "CLEARABLE",
@@ -199,7 +200,7 @@ async def _translated() -> AsyncIterator[None]:
 
 def _check_cron_and_zone(cron_expr: str | None, timezone: str | None) -> None:
     """The same checks the database makes, made here first (the same messages)."""
-    from . import cron
+    from agentlab_sched.schedules import cron
 
     if cron_expr is not None:
         cron.parse(cron_expr)
@@ -209,7 +210,7 @@ def _check_cron_and_zone(cron_expr: str | None, timezone: str | None) -> None:
 
 async def _replan(conn: psycopg.AsyncConnection[Any], schedule_id: int, now: datetime | None) -> None:
     """Plan the next fire now, as a worker would within a tick (tick.replan, the one implementation)."""
-    from . import tick
+    from agentlab_sched.firing import tick
 
     await tick.replan(conn, [schedule_id], now=now)
 
@@ -480,7 +481,7 @@ async def upcoming(
     (``starts_at``/``ends_at``) and ``remaining_runs`` are respected; a paused schedule shows what it
     would do once resumed.
     """
-    from . import cron as cronlib
+    from agentlab_sched.schedules import cron as cronlib
 
     if n < 1:
         raise errors.ValidationError("schedule.too_small", "count", field=_term("count"), value=n, min=1)
@@ -506,6 +507,6 @@ async def upcoming(
 
 
 def _term(field: str) -> dict[str, object]:
-    from .messages import term
+    from agentlab_sched.messages import term
 
     return term(f"schedule.field.{field}")

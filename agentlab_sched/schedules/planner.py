@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from . import cron as cronlib
-from .errors import SchedError
-from .messages import local_time, seconds, term
+from agentlab_sched.errors import SchedError
+from agentlab_sched.messages import local_time, seconds, term
+from agentlab_sched.schedules import cron as cronlib
 
 Kind = Literal["scheduled", "misfire", "manual", "backfill"]
 Action = Literal["launch", "skip_misfire", "fail"]

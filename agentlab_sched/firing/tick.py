@@ -16,10 +16,12 @@ from typing import Any
 
 import psycopg
 
-from . import cron as cronlib
-from . import hooks, messages, planner
-from .errors import NotFound, SchedError, ValidationError
-from .settings import Settings
+from agentlab_sched import messages
+from agentlab_sched.errors import NotFound, SchedError, ValidationError
+from agentlab_sched.firing import hooks
+from agentlab_sched.schedules import cron as cronlib
+from agentlab_sched.schedules import planner
+from agentlab_sched.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -329,7 +331,7 @@ async def _request(conn: psycopg.AsyncConnection[Any], sql: str, params: tuple[A
     try:
         cur = await conn.execute(sql, params)
     except psycopg.Error as exc:
-        from .errors import from_database
+        from agentlab_sched.errors import from_database
 
         err = from_database(exc)
         if err is not None:

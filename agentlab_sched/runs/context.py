@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from .errors import SchedError
+from agentlab_sched.errors import SchedError
 
 if TYPE_CHECKING:
     import procrastinate

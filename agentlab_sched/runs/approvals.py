@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .context import current_run
-from .errors import ValidationError
+from agentlab_sched.errors import ValidationError
+from agentlab_sched.runs.context import current_run
 
 __all__ = ["AwaitApproval", "ask_once"]
 

@@ -9,7 +9,8 @@ a stale segment, resuming a run that is not suspended; nothing is changed),
 :class:`~agentlab_sched.errors.ValidationError` for bad input. A run is named by its id or by its first
 characters (at least 4, ``#1a2b3c`` as the ledger shows it).
 
-    from agentlab_sched import db, lifecycle
+    from agentlab_sched import database as db
+    from agentlab_sched.runs import lifecycle
 
     async with await db.connect(url) as conn:
         run = await lifecycle.approve(conn, "#1a2b3c", by="alice", comment="looks right")
@@ -30,10 +31,10 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from . import errors, messages
-from .context import Approval
-from .errors import Conflict, SchedError, ValidationError
-from .plain import plain
+from agentlab_sched import errors, messages
+from agentlab_sched._plain import plain
+from agentlab_sched.errors import Conflict, SchedError, ValidationError
+from agentlab_sched.runs.context import Approval
 
 __all__ = [
     "FIRE_STATUSES",

@@ -19,8 +19,8 @@ import procrastinate
 import psycopg
 from psycopg.rows import dict_row
 
-from . import tick as tick_module
-from .settings import Settings
+from agentlab_sched.firing import tick as tick_module
+from agentlab_sched.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -31,9 +31,7 @@ _registered_at: dict[int, float] = {}
 
 
 @asynccontextmanager
-async def scheduler_connection(
-    app: procrastinate.App, settings: Settings
-) -> AsyncIterator[psycopg.AsyncConnection]:
+async def scheduler_connection(app: procrastinate.App, settings: Settings) -> AsyncIterator[psycopg.AsyncConnection]:
     """A connection from the app's pool, with dict rows and the deployment's locale for SQL messages."""
     pool = app.connector.pool  # type: ignore[attr-defined]
     async with pool.connection() as conn:
@@ -46,9 +44,7 @@ async def scheduler_connection(
             conn.row_factory = previous
 
 
-async def register_app_tasks(
-    app: procrastinate.App, conn: psycopg.AsyncConnection, *, force: bool = False
-) -> None:
+async def register_app_tasks(app: procrastinate.App, conn: psycopg.AsyncConnection, *, force: bool = False) -> None:
     """Record the app's task names as runnable by a live worker (throttled to once a minute)."""
     now = time.monotonic()
     if not force and now - _registered_at.get(id(app), -REGISTER_EVERY) < REGISTER_EVERY:
@@ -81,7 +77,7 @@ def make_blueprint() -> procrastinate.Blueprint:
     bp = procrastinate.Blueprint()
     task = bp.task(name="tick", queueing_lock="agentlab_sched:tick", pass_context=True)(tick)
     bp.periodic(cron="* * * * * *", periodic_id="tick")(task)
-    from . import housekeeping
+    from agentlab_sched.runs import housekeeping
 
     housekeeping.register(bp)
     return bp

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import psycopg
 
-from . import messages
-from .errors import SchedError
+from agentlab_sched import messages
+from agentlab_sched.errors import SchedError
 
 PACKAGE_DIR = Path(__file__).parent
 MIGRATIONS_DIR = PACKAGE_DIR / "migrations"
@@ -130,7 +130,7 @@ def _catalogue(conn: psycopg.Connection, locale: str | None, on_time_window: flo
             (messages.normalise_locale(locale),),
         )
     if on_time_window is None:
-        from .settings import Settings
+        from agentlab_sched.settings import Settings
 
         on_time_window = Settings.from_env().on_time_window
     # The overdue view reads it: the database has no environment.

@@ -44,8 +44,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim
 
-from . import messages
-from .errors import ValidationError
+from agentlab_sched import messages
+from agentlab_sched.errors import ValidationError
 
 __all__ = ["MACROS", "Cron", "Upcoming", "check_timezone", "parse"]
 
