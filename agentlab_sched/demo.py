@@ -13,8 +13,11 @@ from typing import Any
 
 import procrastinate
 
+from agentlab_sched import database
 from agentlab_sched.firing.blueprint import make_blueprint
+from agentlab_sched.runs.approvals import ask_once
 from agentlab_sched.runs.middleware import install
+from agentlab_sched.worker import connector_for
 
 
 async def echo(**inputs: Any) -> dict[str, Any]:
@@ -35,17 +38,11 @@ async def fail(message: str = "demo.fail was asked to fail", **inputs: Any) -> N
 
 async def ask(**inputs: Any) -> Any:
     """Pause for approval once, then return what the approver said."""
-    try:
-        from agentlab_sched.runs.approvals import ask_once
-    except ImportError:
-        raise RuntimeError("demo.ask needs run approvals, which this build does not have yet") from None
     return await ask_once("demo.ask: approve this run?", inputs)
 
 
 def make_app(url: str, **connector_options: Any) -> procrastinate.App:
     """The demo app on the database at ``url``."""
-    from agentlab_sched.worker import connector_for
-
     app = procrastinate.App(connector=connector_for(url, **connector_options))
     app.add_tasks_from(make_blueprint(), namespace="agentlab_sched")
     for func in (echo, sleep, fail, ask):
@@ -62,8 +59,6 @@ def __getattr__(name: str) -> Any:
     global _app
     if name == "app":
         if _app is None:
-            from agentlab_sched import database as db
-
-            _app = make_app(db.resolve().url)
+            _app = make_app(database.resolve().url)
         return _app
     raise AttributeError(name)

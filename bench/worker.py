@@ -20,7 +20,8 @@ import signal
 import procrastinate
 
 from agentlab_sched import demo
-from agentlab_sched.firing.blueprint import register_app_tasks, scheduler_connection
+from agentlab_sched.database.connections import scheduler_connection
+from agentlab_sched.firing.blueprint import register_app_tasks
 from agentlab_sched.settings import Settings
 from agentlab_sched.worker import Scheduler, connector_for, run_worker
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+import procrastinate
 import psycopg
 from psycopg.rows import dict_row
 
@@ -48,3 +51,17 @@ async def connect(url: str, *, locale: str | None = None, autocommit: bool = Tru
 def connect_sync(url: str, *, locale: str | None = None, autocommit: bool = True) -> psycopg.Connection:
     """A sync connection with dict rows and our session settings."""
     return psycopg.Connection.connect(url, autocommit=autocommit, row_factory=dict_row, **connect_kwargs(locale))
+
+
+@asynccontextmanager
+async def scheduler_connection(app: procrastinate.App, settings: Settings) -> AsyncIterator[psycopg.AsyncConnection]:
+    """A connection from the app's pool, with dict rows and the deployment's locale for SQL messages."""
+    pool = app.connector.pool  # type: ignore[attr-defined]
+    async with pool.connection() as conn:
+        previous = conn.row_factory
+        conn.row_factory = dict_row
+        try:
+            await conn.execute("SELECT set_config('agentlab_sched.locale', %s, false)", (settings.locale,))
+            yield conn
+        finally:
+            conn.row_factory = previous

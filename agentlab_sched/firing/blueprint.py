@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import procrastinate
 import psycopg
-from psycopg.rows import dict_row
 
+from agentlab_sched.database.connections import scheduler_connection
 from agentlab_sched.firing import tick as tick_module
+from agentlab_sched.runs import housekeeping
 from agentlab_sched.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -28,20 +27,6 @@ logger = logging.getLogger(__name__)
 #: registered within 10 minutes is refused).
 REGISTER_EVERY = 60.0
 _registered_at: dict[int, float] = {}
-
-
-@asynccontextmanager
-async def scheduler_connection(app: procrastinate.App, settings: Settings) -> AsyncIterator[psycopg.AsyncConnection]:
-    """A connection from the app's pool, with dict rows and the deployment's locale for SQL messages."""
-    pool = app.connector.pool  # type: ignore[attr-defined]
-    async with pool.connection() as conn:
-        previous = conn.row_factory
-        conn.row_factory = dict_row
-        try:
-            await conn.execute("SELECT set_config('agentlab_sched.locale', %s, false)", (settings.locale,))
-            yield conn
-        finally:
-            conn.row_factory = previous
 
 
 async def register_app_tasks(app: procrastinate.App, conn: psycopg.AsyncConnection, *, force: bool = False) -> None:
@@ -77,8 +62,6 @@ def make_blueprint() -> procrastinate.Blueprint:
     bp = procrastinate.Blueprint()
     task = bp.task(name="tick", queueing_lock="agentlab_sched:tick", pass_context=True)(tick)
     bp.periodic(cron="* * * * * *", periodic_id="tick")(task)
-    from agentlab_sched.runs import housekeeping
-
     housekeeping.register(bp)
     return bp
 

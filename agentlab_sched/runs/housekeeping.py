@@ -19,7 +19,9 @@ from typing import Any
 
 import procrastinate
 
+from agentlab_sched.database.connections import scheduler_connection
 from agentlab_sched.errors import SchedError
+from agentlab_sched.runs.lifecycle import parse_age
 from agentlab_sched.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -42,8 +44,6 @@ def retention(settings: Settings) -> timedelta | None:
     """``AGENTLAB_SCHED_RETENTION`` as a duration; None when unset or unreadable (said once in the log)."""
     if not settings.retention:
         return None
-    from agentlab_sched.runs.lifecycle import parse_age
-
     try:
         return parse_age(settings.retention, "retention")
     except SchedError as exc:
@@ -55,8 +55,6 @@ def retention(settings: Settings) -> timedelta | None:
 
 async def housekeeping(context: procrastinate.JobContext, timestamp: int) -> dict[str, Any]:
     """One round of housekeeping on the app's database."""
-    from agentlab_sched.firing.blueprint import scheduler_connection
-
     settings = Settings.from_env()
     keep = retention(settings)
     now = time.monotonic()

@@ -37,7 +37,9 @@ from procrastinate import exceptions as pexc
 from procrastinate import job_context
 
 from agentlab_sched.errors import SchedError, from_database
+from agentlab_sched.firing.blueprint import tick
 from agentlab_sched.runs import context as run_context
+from agentlab_sched.runs import housekeeping
 from agentlab_sched.runs.approvals import AwaitApproval
 from agentlab_sched.settings import Settings
 
@@ -133,9 +135,6 @@ class RunMiddleware:
 
     def _is_own(self, context: procrastinate.JobContext) -> bool:
         """The scheduler's own periodic tasks are never runs: no lookup for them."""
-        from agentlab_sched.firing.blueprint import tick
-        from agentlab_sched.runs import housekeeping
-
         task = context.app.tasks.get(context.job.task_name)
         if task is not None and task.func in (tick, housekeeping.housekeeping):
             self._skip.add(context.job.task_name)

@@ -1,0 +1,111 @@
+"""The precise loop: fire schedules at their due time, woken by the clock or by NOTIFY.
+
+`agentlab-sched worker` runs it beside its Procrastinate worker (see `agentlab_sched.worker`). It sleeps
+until the earliest ``next_run_at`` (or until a NOTIFY says a schedule changed) and fires right then, with
+the same `tick.fire_due` as the blueprint's periodic tick, which a plain `procrastinate worker` runs (at
+most a tick late). A batch claimed but not committed when the loop stops rolls back, so the next worker
+fires it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import procrastinate
+import psycopg
+
+from agentlab_sched.database.connections import scheduler_connection
+from agentlab_sched.firing import tick as tick_module
+from agentlab_sched.firing.blueprint import register_app_tasks
+from agentlab_sched.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+#: The channel schedule changes and fire requests are announced on.
+CHANNEL = "agentlab_sched_schedules"
+#: The loop never sleeps longer than this, so a missed NOTIFY costs at most this much.
+MAX_SLEEP = 60.0
+
+
+class Scheduler:
+    """The precise loop: fire schedules at their due time, woken by the clock or by NOTIFY."""
+
+    def __init__(self, app: procrastinate.App, url: str, settings: Settings | None = None) -> None:
+        self.app = app
+        self.url = url
+        self.settings = settings or Settings.from_env()
+        self.task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+
+    def start(self) -> bool:
+        """Start the loop; False (and nothing new) if firing is off or the loop already runs."""
+        if not self.settings.scheduler:
+            return False
+        if self.task is not None and not self.task.done():
+            return False
+        self.task = asyncio.create_task(self._run(), name="agentlab-sched-scheduler")
+        return True
+
+    @property
+    def running(self) -> bool:
+        return self.task is not None and not self.task.done()
+
+    async def stop(self) -> None:
+        """Stop the loop; an uncommitted batch rolls back."""
+        task, self.task = self.task, None
+        if task is None:
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def _run(self) -> None:
+        async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as listener:
+            await listener.execute(f"LISTEN {CHANNEL}")
+            while True:
+                try:
+                    delay = await self._fire_and_measure()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    logger.exception("the scheduler loop failed; retrying in a second")
+                    delay = 1.0
+                await self._sleep(listener, delay)
+
+    async def _fire_and_measure(self) -> float:
+        async with scheduler_connection(self.app, self.settings) as conn:
+            await register_app_tasks(self.app, conn)
+            await tick_module.fire_due(conn, settings=self.settings)
+            cur = await conn.execute(
+                """SELECT extract(epoch FROM min(next_run_at) - clock_timestamp()) AS wait,
+                          EXISTS (SELECT 1 FROM agentlab_sched.schedules WHERE replan IS NOT NULL)
+                          OR EXISTS (SELECT 1 FROM agentlab_sched.fire_requests WHERE done_at IS NULL) AS more
+                   FROM agentlab_sched.schedules WHERE enabled AND next_run_at IS NOT NULL"""
+            )
+            row = await cur.fetchone()
+        if row is None or row["more"]:
+            return 0.0 if row and row["more"] else MAX_SLEEP
+        wait = row["wait"]
+        return MAX_SLEEP if wait is None else max(0.0, min(float(wait), MAX_SLEEP))
+
+    async def _sleep(self, listener: psycopg.AsyncConnection[Any], delay: float) -> None:
+        if delay <= 0:
+            await asyncio.sleep(0)
+            return
+        # Woken early by a change of schedules (NOTIFY). psycopg's notifies() wakes every 0.1 s to look
+        # for interrupts, which is most of an idle worker's CPU: wait for the socket instead, then drain.
+        loop = asyncio.get_running_loop()
+        readable = asyncio.Event()
+        fd = listener.fileno()
+        loop.add_reader(fd, readable.set)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(readable.wait(), delay)
+        finally:
+            loop.remove_reader(fd)
+        if readable.is_set():
+            async for _ in listener.notifies(timeout=0):
+                pass
