@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Annotated, Any
+import inspect
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, TypeVar
 
 import psycopg
 import typer
@@ -14,6 +17,8 @@ from agentlab_sched import messages
 from agentlab_sched.cli import common
 from agentlab_sched.errors import Conflict, SchedError
 from agentlab_sched.schedules import admin
+from agentlab_sched.schedules import cron as cronlib
+from agentlab_sched.schedules import options as option_table
 
 schedules_app = typer.Typer(
     name="schedules",
@@ -140,8 +145,6 @@ def show_cmd(ctx: typer.Context, name: Name, as_json: JsonOption = False) -> Non
 
 
 def messages_json(value: object) -> str:
-    import json
-
     return json.dumps(value, ensure_ascii=False)
 
 
@@ -177,64 +180,51 @@ Inputs = Annotated[
     ),
 ]
 Timezone = Annotated[str | None, typer.Option("--timezone", "--tz", help="IANA time zone, e.g. Asia/Shanghai.")]
-Queue = Annotated[str | None, typer.Option("--queue", help="Procrastinate queue for the runs.")]
-Priority = Annotated[int | None, typer.Option("--priority", help="Procrastinate job priority.")]
-Overlap = Annotated[
-    str | None, typer.Option("--overlap", help="skip, buffer_one, buffer_all, allow_all or cancel_other.")
-]
-Grace = Annotated[
-    str | None, typer.Option("--misfire-grace", help="How late a missed fire may still run: 90s, 10m, 1h.")
-]
-Timeout = Annotated[str | None, typer.Option("--timeout", help="Abort a run still going after this long: 30m, 2h.")]
-Catchup = Annotated[str | None, typer.Option("--catchup", help="latest, none or all.")]
-MaxCatchup = Annotated[int | None, typer.Option("--max-catchup", help="With --catchup all: at most this many.")]
-StartsAt = Annotated[str | None, typer.Option("--starts-at", help="Nothing fires before: 2026-03-01 09:00.")]
-EndsAt = Annotated[str | None, typer.Option("--ends-at", help="Nothing fires after: 2026-12-31 18:00.")]
-Remaining = Annotated[int | None, typer.Option("--remaining-runs", help="Stop after this many runs.")]
-PauseAfter = Annotated[
-    int | None, typer.Option("--pause-after-failures", help="Pause after this many failures in a row.")
-]
-Context = Annotated[str | None, typer.Option("--context", help="isolated (default) or persistent.")]
 
 
-def _options(
-    *,
-    timezone: str,
-    overlap: str | None,
-    misfire_grace: str | None,
-    timeout: str | None,
-    queue: str | None,
-    priority: int | None,
-    catchup: str | None,
-    max_catchup: int | None,
-    starts_at: str | None,
-    ends_at: str | None,
-    remaining_runs: int | None,
-    pause_after_failures: int | None,
-    context: str | None,
-) -> dict[str, Any]:
-    """Option values as admin arguments (durations and times parsed; times read in ``timezone``)."""
-    if starts_at is not None or ends_at is not None:
-        from agentlab_sched.schedules import cron as cronlib
+def _option_parameter(option: option_table.Option) -> inspect.Parameter:
+    """The typer parameter of one schedule option: durations and times are read as text, then parsed."""
+    cli_type: type = str if option.py_type in (timedelta, datetime) else option.py_type
+    return inspect.Parameter(
+        option.name,
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[cli_type | None, typer.Option(option.flag, help=option.help_text)],
+    )
 
-        cronlib.check_timezone(timezone)
-    return {
-        "overlap": overlap,
-        "misfire_grace": common.parse_duration(misfire_grace, "misfire_grace") if misfire_grace is not None else None,
-        "timeout": common.parse_duration(timeout, "timeout") if timeout is not None else None,
-        "queue": queue,
-        "priority": priority,
-        "catchup": catchup,
-        "max_catchup": max_catchup,
-        "starts_at": common.parse_time(starts_at, "starts_at", timezone) if starts_at is not None else None,
-        "ends_at": common.parse_time(ends_at, "ends_at", timezone) if ends_at is not None else None,
-        "remaining_runs": remaining_runs,
-        "pause_after_failures": pause_after_failures,
-        "context": context,
-    }
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def with_schedule_options(command: F) -> F:
+    """Give ``command`` one CLI option per schedule option (``schedules/options.py``), before its own
+    keyword-only parameters; their values reach it in ``**given``."""
+    signature = inspect.signature(command, eval_str=True)
+    params = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    at = next((i for i, p in enumerate(params) if p.kind is inspect.Parameter.KEYWORD_ONLY), len(params))
+    extra = [_option_parameter(o) for o in option_table.OPTIONS]
+    command.__signature__ = signature.replace(parameters=params[:at] + extra + params[at:])  # type: ignore[attr-defined]
+    return command
+
+
+def _options(values: dict[str, Any], timezone: str) -> dict[str, Any]:
+    """The schedule options given on the command line as admin arguments (durations and times parsed;
+    times without an offset read in ``timezone``)."""
+    given = {o.name: values[o.name] for o in option_table.OPTIONS if values.get(o.name) is not None}
+    result: dict[str, Any] = {}
+    for name, value in given.items():
+        kind = option_table.by_name(name).py_type
+        if kind is timedelta:
+            value = common.parse_duration(value, name)
+        elif kind is datetime:
+            cronlib.check_timezone(timezone)
+            value = common.parse_time(value, name, timezone)
+        result[name] = value
+    return result
 
 
 @schedules_app.command("add")
+@with_schedule_options
 def add_cmd(
     ctx: typer.Context,
     name: Name,
@@ -242,30 +232,13 @@ def add_cmd(
     task: Annotated[str, typer.Option("--task", help="Procrastinate task name, e.g. demo.echo.")],
     inputs: Inputs = None,
     timezone: Annotated[str, typer.Option("--timezone", "--tz", help="IANA time zone, e.g. Asia/Shanghai.")] = "UTC",
-    queue: Queue = None,
-    priority: Priority = None,
-    overlap: Overlap = None,
-    misfire_grace: Grace = None,
-    timeout: Timeout = None,
-    disabled: Annotated[bool, typer.Option("--disabled", help="Create it paused.")] = False,
-    catchup: Catchup = None,
-    max_catchup: MaxCatchup = None,
-    starts_at: StartsAt = None,
-    ends_at: EndsAt = None,
-    remaining_runs: Remaining = None,
-    pause_after_failures: PauseAfter = None,
-    context: Context = None,
+    *,
     update: Annotated[bool, typer.Option("--update", help="Update the schedule if the name exists.")] = False,
     as_json: JsonOption = False,
+    **given: Any,
 ) -> None:
     """Add a schedule (refused if the name exists, unless --update)."""
-    options = _options(
-        timezone=timezone, overlap=overlap, misfire_grace=misfire_grace, timeout=timeout, queue=queue,
-        priority=priority, catchup=catchup, max_catchup=max_catchup, starts_at=starts_at, ends_at=ends_at,
-        remaining_runs=remaining_runs, pause_after_failures=pause_after_failures, context=context,
-    )  # fmt: skip
-    if disabled:
-        options["enabled"] = False
+    options = _options(given, timezone)
     data = common.parse_json_object(inputs) if inputs is not None else {}
 
     async def add(conn: psycopg.AsyncConnection[Any]) -> tuple[admin.Schedule, bool]:
@@ -295,6 +268,7 @@ def add_cmd(
 
 
 @schedules_app.command("edit")
+@with_schedule_options
 def edit_cmd(
     ctx: typer.Context,
     name: Name,
@@ -302,19 +276,7 @@ def edit_cmd(
     timezone: Timezone = None,
     task: Task = None,
     inputs: Inputs = None,
-    enabled: Annotated[bool | None, typer.Option("--enabled/--disabled", help="Resume or pause it.")] = None,
-    overlap: Overlap = None,
-    misfire_grace: Grace = None,
-    timeout: Timeout = None,
-    queue: Queue = None,
-    priority: Priority = None,
-    catchup: Catchup = None,
-    max_catchup: MaxCatchup = None,
-    starts_at: StartsAt = None,
-    ends_at: EndsAt = None,
-    remaining_runs: Remaining = None,
-    pause_after_failures: PauseAfter = None,
-    context: Context = None,
+    *,
     rename: Annotated[str | None, typer.Option("--rename", help="A new name.")] = None,
     clear: Annotated[
         list[str] | None,
@@ -334,12 +296,10 @@ def edit_cmd(
         typer.Option("--webhook-events", help="Comma-separated: finished,failed,awaiting_approval."),
     ] = None,
     as_json: JsonOption = False,
+    **given: Any,
 ) -> None:
     """Change some fields of a schedule; what is not given stays as it is."""
-    given = (cron, timezone, task, inputs, enabled, overlap, misfire_grace, timeout, queue, priority,
-             catchup, max_catchup, starts_at, ends_at, remaining_runs, pause_after_failures, context,
-             rename)  # fmt: skip
-    changes_given = any(v is not None for v in given) or bool(clear)
+    changes_given = any(v is not None for v in (cron, timezone, task, inputs, rename, *given.values())) or bool(clear)
     webhook_given = any(v is not None for v in (webhook_url, webhook_format, webhook_secret, webhook_events))
     if not changes_given and not webhook_given:
         raise SchedError("cli.nothing_to_change")
@@ -349,16 +309,12 @@ def edit_cmd(
     async def edit(conn: psycopg.AsyncConnection[Any]) -> tuple[admin.Schedule, int]:
         before = await admin.get(conn, name)
         zone = timezone or before.timezone
-        options = _options(
-            timezone=zone, overlap=overlap, misfire_grace=misfire_grace, timeout=timeout, queue=queue,
-            priority=priority, catchup=catchup, max_catchup=max_catchup, starts_at=starts_at, ends_at=ends_at,
-            remaining_runs=remaining_runs, pause_after_failures=pause_after_failures, context=context,
-        )  # fmt: skip
+        options = _options(given, zone)
         async with conn.transaction():
             s = before
             if changes_given:
                 s = await admin.alter(
-                    conn, name, cron=cron, timezone=timezone, task=task, inputs=data, enabled=enabled,
+                    conn, name, cron=cron, timezone=timezone, task=task, inputs=data,
                     new_name=rename, expected_version=expected_version, clear=clear or (), **options,
                 )  # fmt: skip
             elif expected_version is not None and expected_version != before.version:

@@ -5,7 +5,8 @@
 - ``migrations/``: forward-only, ordered by file name, each recorded with a checksum; an applied file
   that changed afterwards is refused.
 - ``sql/``: functions, triggers and views (CREATE OR REPLACE), re-applied every time.
-- The message catalogue and deployment settings the database renders with.
+- The message catalogue, the schedule options (``schedules/options.py``) and the deployment settings
+  the database renders and validates with.
 
 Everything runs under a transaction-scoped advisory lock, so two concurrent migrates are safe: the
 second waits, then finds nothing to do.
@@ -22,6 +23,7 @@ import psycopg
 
 from agentlab_sched import messages
 from agentlab_sched.errors import SchedError
+from agentlab_sched.schedules import options
 
 PACKAGE_DIR = Path(__file__).parent
 MIGRATIONS_DIR = PACKAGE_DIR / "migrations"
@@ -122,6 +124,14 @@ def _catalogue(conn: psycopg.Connection, locale: str | None, on_time_window: flo
         cur.executemany(
             "INSERT INTO agentlab_sched.messages (code, locale, template) VALUES (%s, %s, %s)",
             messages.catalog_rows(),
+        )
+    conn.execute("DELETE FROM agentlab_sched.schedule_options")
+    with conn.cursor() as cur:
+        cur.executemany(
+            """INSERT INTO agentlab_sched.schedule_options (position, name, sql_type, default_value, required,
+                   clearable, choices, min_value, max_value, max_length, one_word, positive)
+               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)""",
+            options.catalog_rows(),
         )
     if locale:
         conn.execute(

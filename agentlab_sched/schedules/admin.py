@@ -43,6 +43,7 @@ from psycopg.types.json import Jsonb
 from agentlab_sched import errors
 from agentlab_sched._plain import plain
 from agentlab_sched.errors import Conflict, NotFound, SchedError
+from agentlab_sched.schedules import options as option_table
 
 if TYPE_CHECKING:
     from agentlab_sched.schedules.cron import Upcoming
@@ -66,14 +67,11 @@ __all__ = [
     "upcoming",
 ]
 
-#: The optional keyword arguments of :func:`schedule` and :func:`create`.
-OPTIONS = (
-    "queue", "priority", "overlap", "misfire_grace", "timeout", "enabled", "catchup", "max_catchup",
-    "starts_at", "ends_at", "remaining_runs", "pause_after_failures", "context",
-)  # fmt: skip
+#: The optional keyword arguments of :func:`schedule` and :func:`create` (the schedule options).
+OPTIONS = option_table.NAMES
 
 #: Optional fields ``alter(..., clear=[...])`` can reset to "not set".
-CLEARABLE = ("timeout", "starts_at", "ends_at", "remaining_runs", "pause_after_failures")
+CLEARABLE = option_table.CLEARABLE
 
 
 class _Record:
@@ -248,29 +246,23 @@ def _named_args(values: Mapping[str, Any], casts: Mapping[str, str]) -> tuple[sq
     return sql.SQL(", ").join(parts), params
 
 
+#: The SQL type of every argument the admin functions pass on.
 _CASTS = {
     "name": "text",
     "cron": "text",
     "task": "text",
     "inputs": "jsonb",
     "timezone": "text",
-    "queue": "text",
-    "priority": "integer",
-    "overlap": "text",
-    "misfire_grace": "interval",
-    "timeout": "interval",
-    "enabled": "boolean",
-    "catchup": "text",
-    "max_catchup": "integer",
-    "starts_at": "timestamptz",
-    "ends_at": "timestamptz",
-    "remaining_runs": "integer",
-    "pause_after_failures": "integer",
-    "context": "text",
+    **{o.name: o.sql_type for o in option_table.OPTIONS},
     "new_name": "text",
     "expected_version": "integer",
     "clear": "text[]",
 }
+
+
+def _arguments(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The SQL arguments among a function's own arguments (``locals()`` at its start)."""
+    return {k: v for k, v in given.items() if k in _CASTS}
 
 
 async def schedule(
@@ -302,14 +294,9 @@ async def schedule(
     arguments, when None, take their default on create and leave the field as it is on update.
     ``now`` (default: the database clock) is the instant the next fire is planned after.
     """
+    values = _arguments(locals())
+    values["inputs"] = {} if inputs is None else inputs
     _check_cron_and_zone(cron, timezone)
-    values = {
-        "name": name, "cron": cron, "task": task, "inputs": {} if inputs is None else inputs,
-        "timezone": timezone, "queue": queue, "priority": priority, "overlap": overlap,
-        "misfire_grace": misfire_grace, "timeout": timeout, "enabled": enabled, "catchup": catchup,
-        "max_catchup": max_catchup, "starts_at": starts_at, "ends_at": ends_at,
-        "remaining_runs": remaining_runs, "pause_after_failures": pause_after_failures, "context": context,
-    }  # fmt: skip
     args, params = _named_args(values, _CASTS)
     async with conn.transaction():
         sid = await _call(conn, sql.SQL("SELECT agentlab_sched.schedule({})").format(args), params)
@@ -397,15 +384,9 @@ async def alter(
     changed. A real change of cron or time zone continues from the pending due time; enabling plans
     the first fire after ``now``.
     """
+    values = _arguments(locals())
+    values["clear"] = list(clear) or None
     _check_cron_and_zone(cron, timezone)
-    values = {
-        "name": name, "cron": cron, "timezone": timezone, "task": task, "inputs": inputs, "enabled": enabled,
-        "overlap": overlap, "misfire_grace": misfire_grace, "timeout": timeout, "queue": queue,
-        "priority": priority, "catchup": catchup, "max_catchup": max_catchup, "starts_at": starts_at,
-        "ends_at": ends_at, "remaining_runs": remaining_runs, "pause_after_failures": pause_after_failures,
-        "context": context, "new_name": new_name, "expected_version": expected_version,
-        "clear": list(clear) or None,
-    }  # fmt: skip
     args, params = _named_args(values, _CASTS)
     async with conn.transaction():
         await _call(conn, sql.SQL("SELECT agentlab_sched.alter_schedule({})").format(args), params)

@@ -143,6 +143,35 @@ BEGIN
 END
 $$;
 
+-- One option by its row of schedule_options; `value` as text (to_jsonb(row) ->> name), NULL = not set.
+CREATE OR REPLACE FUNCTION agentlab_sched.validate_option(opt agentlab_sched.schedule_options, value text)
+RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF opt.choices IS NOT NULL THEN
+        PERFORM agentlab_sched.validate_choice(opt.name, value, opt.choices, opt.required);
+    ELSIF opt.sql_type = 'text' THEN
+        PERFORM agentlab_sched.validate_text(opt.name, value, coalesce(opt.max_length, 1000000), opt.required,
+                                             opt.one_word);
+    ELSIF opt.sql_type = 'integer' THEN
+        PERFORM agentlab_sched.validate_int(opt.name, value::integer, opt.required, opt.min_value, opt.max_value);
+    ELSIF opt.sql_type = 'interval' THEN
+        PERFORM agentlab_sched.validate_interval(opt.name, value::interval, opt.required, opt.positive);
+    ELSIF value IS NULL AND opt.required THEN
+        PERFORM agentlab_sched.fail('schedule.required', opt.name,
+                                    jsonb_build_object('field', agentlab_sched.field_term(opt.name)));
+    END IF;
+END
+$$;
+
+-- The defaults of the options as a schedules row (the other columns NULL): what schedule() creates with.
+CREATE OR REPLACE FUNCTION agentlab_sched.option_defaults() RETURNS agentlab_sched.schedules
+LANGUAGE sql STABLE AS $$
+    SELECT jsonb_populate_record(NULL::agentlab_sched.schedules,
+                                 coalesce(jsonb_object_agg(o.name, o.default_value), '{}'::jsonb))
+    FROM agentlab_sched.schedule_options o
+$$;
+
 -- BEFORE INSERT OR UPDATE on schedules: validate what changed (all of it on INSERT), then keep the
 -- bookkeeping right (version, updated_at, paused_*, next_run_at, replan). Raw INSERT and UPDATE get the
 -- same checks and messages as the functions below; the CHECK constraints stay as the last line.
@@ -152,6 +181,9 @@ DECLARE
     ins boolean := TG_OP = 'INSERT';
     same agentlab_sched.schedules%ROWTYPE;
     bad text;
+    opt agentlab_sched.schedule_options;
+    new_values jsonb;
+    old_values jsonb;
 BEGIN
     -- Whitespace inside a cron expression never changes its meaning: store it in one spelling so that
     -- "0  9 * * *" is not a change of "0 9 * * *".
@@ -213,32 +245,14 @@ BEGIN
         -- Placeholders ({{ schedule.date }}, ...) must be known to the renderer (40_firing.sql).
         PERFORM agentlab_sched.check_inputs(NEW.inputs);
     END IF;
-    IF ins OR NEW.queue IS DISTINCT FROM OLD.queue THEN
-        PERFORM agentlab_sched.validate_text('queue', NEW.queue, 200, true, true);
-    END IF;
-    IF NEW.priority IS NULL THEN
-        PERFORM agentlab_sched.validate_int('priority', NULL, true, 0);
-    END IF;
-    IF ins OR NEW.overlap IS DISTINCT FROM OLD.overlap THEN
-        PERFORM agentlab_sched.validate_choice('overlap', NEW.overlap,
-                                               ARRAY['skip', 'buffer_one', 'buffer_all', 'allow_all', 'cancel_other']);
-    END IF;
-    IF ins OR NEW.misfire_grace IS DISTINCT FROM OLD.misfire_grace THEN
-        PERFORM agentlab_sched.validate_interval('misfire_grace', NEW.misfire_grace, true);
-    END IF;
-    IF ins OR NEW.timeout IS DISTINCT FROM OLD.timeout THEN
-        PERFORM agentlab_sched.validate_interval('timeout', NEW.timeout, false, true);
-    END IF;
-    IF NEW.enabled IS NULL THEN
-        PERFORM agentlab_sched.fail('schedule.required', 'enabled',
-                                    jsonb_build_object('field', agentlab_sched.field_term('enabled')));
-    END IF;
-    IF ins OR NEW.catchup IS DISTINCT FROM OLD.catchup THEN
-        PERFORM agentlab_sched.validate_choice('catchup', NEW.catchup, ARRAY['latest', 'none', 'all']);
-    END IF;
-    IF ins OR NEW.max_catchup IS DISTINCT FROM OLD.max_catchup THEN
-        PERFORM agentlab_sched.validate_int('max_catchup', NEW.max_catchup, true, 1, 1000);
-    END IF;
+    -- Every option by its row of schedule_options (the copy of schedules/options.py), in table order.
+    new_values := to_jsonb(NEW);
+    old_values := CASE WHEN ins THEN NULL ELSE to_jsonb(OLD) END;
+    FOR opt IN SELECT * FROM agentlab_sched.schedule_options ORDER BY position LOOP
+        IF ins OR (new_values -> opt.name) IS DISTINCT FROM (old_values -> opt.name) THEN
+            PERFORM agentlab_sched.validate_option(opt, new_values ->> opt.name);
+        END IF;
+    END LOOP;
     IF (ins OR NEW.starts_at IS DISTINCT FROM OLD.starts_at OR NEW.ends_at IS DISTINCT FROM OLD.ends_at
             OR NEW.timezone IS DISTINCT FROM OLD.timezone)
        AND NEW.starts_at IS NOT NULL AND NEW.ends_at IS NOT NULL AND NEW.starts_at >= NEW.ends_at THEN
@@ -246,15 +260,6 @@ BEGIN
             'starts_at', agentlab_sched.local_time_text(NEW.starts_at, NEW.timezone),
             'ends_at', agentlab_sched.local_time_text(NEW.ends_at, NEW.timezone),
             'timezone', NEW.timezone));
-    END IF;
-    IF ins OR NEW.remaining_runs IS DISTINCT FROM OLD.remaining_runs THEN
-        PERFORM agentlab_sched.validate_int('remaining_runs', NEW.remaining_runs, false, 0);
-    END IF;
-    IF ins OR NEW.pause_after_failures IS DISTINCT FROM OLD.pause_after_failures THEN
-        PERFORM agentlab_sched.validate_int('pause_after_failures', NEW.pause_after_failures, false, 1);
-    END IF;
-    IF ins OR NEW.context IS DISTINCT FROM OLD.context THEN
-        PERFORM agentlab_sched.validate_choice('context', NEW.context, ARRAY['isolated', 'persistent']);
     END IF;
     IF ins OR NEW.session_key IS DISTINCT FROM OLD.session_key THEN
         PERFORM agentlab_sched.validate_text('session_key', NEW.session_key, 200, false);
@@ -411,7 +416,9 @@ RETURNS integer
 LANGUAGE plpgsql AS $$
 #variable_conflict use_variable
 DECLARE
-    clearable constant text[] := ARRAY['timeout', 'starts_at', 'ends_at', 'remaining_runs', 'pause_after_failures'];
+    clearable constant text[] := ARRAY(
+        SELECT o.name FROM agentlab_sched.schedule_options o WHERE o.clearable ORDER BY o.position);
+    -- The clearable arguments as given (a field cannot be both set and cleared).
     given jsonb := jsonb_build_object(
         'timeout', timeout, 'starts_at', starts_at, 'ends_at', ends_at,
         'remaining_runs', remaining_runs, 'pause_after_failures', pause_after_failures);
@@ -503,6 +510,7 @@ LANGUAGE plpgsql AS $$
 #variable_conflict use_variable
 DECLARE
     sid bigint;
+    d agentlab_sched.schedules;
 BEGIN
     PERFORM agentlab_sched.validate_text('name', name, 200);
     -- The arguments the call always sets must be given: NULL would mean "unchanged" in alter_schedule.
@@ -528,14 +536,17 @@ BEGIN
                 pause_after_failures => pause_after_failures, context => context);
             RETURN sid;
         END IF;
-        -- Column defaults of 0001_schema.sql, repeated for the arguments left NULL.
+        -- The arguments left NULL take the option's default (schedule_options, from schedules/options.py).
+        d := agentlab_sched.option_defaults();
         INSERT INTO agentlab_sched.schedules AS s
             (name, cron, task, inputs, timezone, queue, priority, overlap, misfire_grace, timeout, enabled,
              catchup, max_catchup, starts_at, ends_at, remaining_runs, pause_after_failures, context)
-        VALUES (name, cron, task, inputs, timezone, coalesce(queue, 'default'), coalesce(priority, 0),
-                coalesce(overlap, 'skip'), coalesce(misfire_grace, interval '1 hour'), timeout,
-                coalesce(enabled, true), coalesce(catchup, 'latest'), coalesce(max_catchup, 10),
-                starts_at, ends_at, remaining_runs, pause_after_failures, coalesce(context, 'isolated'))
+        VALUES (name, cron, task, inputs, timezone, coalesce(queue, d.queue), coalesce(priority, d.priority),
+                coalesce(overlap, d.overlap), coalesce(misfire_grace, d.misfire_grace),
+                coalesce(timeout, d.timeout), coalesce(enabled, d.enabled), coalesce(catchup, d.catchup),
+                coalesce(max_catchup, d.max_catchup), coalesce(starts_at, d.starts_at),
+                coalesce(ends_at, d.ends_at), coalesce(remaining_runs, d.remaining_runs),
+                coalesce(pause_after_failures, d.pause_after_failures), coalesce(context, d.context))
         ON CONFLICT ON CONSTRAINT schedules_name_key DO NOTHING
         RETURNING s.id INTO sid;
         IF sid IS NOT NULL THEN
