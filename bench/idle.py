@@ -11,7 +11,7 @@ the per-second periodic tick), ``tick`` a plain procrastinate worker with the bl
 procrastinate worker without the scheduler, ``loop`` the precise loop alone, ``none`` no worker at all
 (the server's own floor).
 
-Target (issue 3): scheduler and PostgreSQL together <= 0.05 CPU-s per minute; the every-minute fire
+Target (docs/benchmarks.md): scheduler and PostgreSQL together <= 0.05 CPU-s per minute; the every-minute fire
 < 0.1 s late.
 """
 

@@ -13,7 +13,7 @@ own on a fresh database (see bench/worker.py):
 - ``precise``: ``run_worker`` (what ``agentlab-sched worker`` runs): the precise loop, which sleeps until
   the earliest next_run_at (before 73d3ed9 the per-second periodic tick ran beside it too).
 
-Targets (issue 3): p99 < 1 s with the tick, < 100 ms with the precise loop.
+Targets (docs/benchmarks.md): p99 < 1 s with the tick, < 100 ms with the precise loop.
 
 ``--synchronous-commit off`` sets it on the benchmark database (a diagnosis: how much of the job start
 lateness is waiting for WAL flushes, one per job fetch and one per job finish); ``--concurrency`` is each

@@ -1,4 +1,4 @@
-"""The cron language in Python: exact errors, names, macros, seconds, DOM/DOW, DST (DESIGN §4).
+"""The cron language in Python: exact errors, names, macros, seconds, DOM/DOW, DST (docs/cron.md).
 
 Pure: no database. ``BAD`` is shared with ``test_cron_sql.py``, which holds the SQL validator to it.
 """
@@ -452,7 +452,7 @@ def test_unknown_time_zone_message() -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# DST (DESIGN §4): fixed times once, at the first instant after a gap and the first occurrence in a
+# DST (docs/cron.md): fixed times once, at the first instant after a gap and the first occurrence in a
 # repeated hour; wildcard and stepped hours follow real elapsed time. Never twice, never skipped.
 # --------------------------------------------------------------------------------------------------
 
@@ -541,7 +541,7 @@ TRANSITIONS += [("America/Santiago", "2026-04-05"), ("America/Santiago", "2026-0
 
 
 def expected_fires(expr: str, tz: str, day: str) -> list[datetime]:
-    """Fires from the local midnight before ``day`` to the one after, by the rule of DESIGN §4."""
+    """Fires from the local midnight before ``day`` to the one after, by the rule of docs/cron.md."""
     zone = ZoneInfo(tz)
     due = MATCHERS[expr]
     begin = local(f"{day} 00:00", tz) - timedelta(days=1)

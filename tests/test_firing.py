@@ -1,4 +1,4 @@
-"""The firing engine with an injected clock: exact ledger rows, runs and jobs (DESIGN §5, §6)."""
+"""The firing engine with an injected clock: exact ledger rows, runs and jobs (docs/semantics.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The run lifecycle with an injected clock (DESIGN §6, issue 5): approvals, suspended runs, cancelling,
+"""The run lifecycle with an injected clock (docs/runs.md): approvals, suspended runs, cancelling,
 timeouts, failure accounting, session keys, retention. Jobs are moved by hand here, as a worker would
 move them (the job trigger makes runs follow); tests/test_lifecycle_worker.py runs real workers."""
 

@@ -65,6 +65,21 @@ def test_a_changed_applied_migration_is_refused(empty_db_url: str, tmp_path, mon
     assert err.value.message("zh-CN") == "迁移文件 0001_schema.sql 在执行后被改动过;请恢复原样,改动请写成新的迁移文件"
 
 
+def test_a_migration_whose_comments_were_reworded_is_accepted_and_recorded_anew(empty_db_url: str) -> None:
+    migrate(empty_db_url)
+    [former] = migrate_module.FORMER_CHECKSUMS["0001_schema.sql"]
+    current = migrate_module.checksum((migrate_module.MIGRATIONS_DIR / "0001_schema.sql").read_text())
+    assert former != current
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE agentlab_sched.schema_migrations SET checksum = %s WHERE name = '0001_schema.sql'", (former,)
+        )
+    assert migrate(empty_db_url).applied == []
+    with psycopg.connect(empty_db_url) as conn:
+        row = conn.execute("SELECT checksum FROM agentlab_sched.schema_migrations WHERE name = '0001_schema.sql'")
+        assert row.fetchone() == (current,)
+
+
 def test_a_new_migration_is_applied_once(empty_db_url: str, tmp_path, monkeypatch) -> None:
     migrate(empty_db_url)
     extended = tmp_path / "migrations"

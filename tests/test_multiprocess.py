@@ -115,7 +115,7 @@ def _assert_each_due_time_once(conn: psycopg.Connection[Any]) -> None:
     for sid, fires in by_schedule.items():
         assert fires[0]["fire_at"] is not None, f"schedule {sid} never fired"
         # Consecutive due times one second apart; a skipped_misfire row stands for a backlog up to
-        # the next row (one row however long the backlog, DESIGN 5).
+        # the next row (one row however long the backlog, docs/semantics.md).
         for before, after in itertools.pairwise(fires):
             assert after["fire_at"] - before["fire_at"] == second or before["status"] == "skipped_misfire", (
                 f"schedule {sid}: due times missing between {before['fire_at']} and {after['fire_at']}"

@@ -1,5 +1,5 @@
 """`agentlab-sched fires`, `agentlab-sched runs list|show|approve|reject|resume|abandon|cancel` and
-`agentlab-sched prune`: the ledger, the runs, and what people do with them (DESIGN §6, §9).
+`agentlab-sched prune`: the ledger, the runs, and what people do with them (docs/cli.md, docs/runs.md).
 
 A run is named by its id or its first characters (``1a2b3c`` or ``#1a2b3c``, as the ledger shows it).
 Refusals (approving twice, resuming a run that is not suspended, a bad status) print the message in

@@ -1,4 +1,4 @@
-"""Notifications (DESIGN 7): tell people when a scheduled run finishes, fails or waits for them.
+"""Notifications (docs/notifications.md): tell people when a scheduled run finishes, fails or waits for them.
 
 - `set_webhook`, `get_webhook`, `rotate_secrets`, `test_send`: a schedule's webhook, encrypted at rest;
 - `Dispatcher`: delivers the outbox beside a worker (`start()` / `stop(grace)`);

@@ -1,7 +1,7 @@
 """Runs that pause for a person: ``raise AwaitApproval(title, state=...)``.
 
 A task raises :class:`AwaitApproval`; the run middleware ends its job normally and the run becomes
-``awaiting_approval`` with a pending approval row for its segment (DESIGN §6). A person approves it
+``awaiting_approval`` with a pending approval row for its segment (docs/runs.md). A person approves it
 (``agentlab-sched runs approve ID``, SQL ``agentlab_sched.approve(run_id, ...)``, or
 :func:`agentlab_sched.lifecycle.approve`): the same task runs again for the same run, in the next
 segment, and reads the state it saved and the decision from ``current_run()``. Rejecting it cancels

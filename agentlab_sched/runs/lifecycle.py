@@ -68,7 +68,7 @@ TERMINAL = ("succeeded", "failed", "cancelled", "timed_out")
 
 @dataclass(frozen=True)
 class Run:
-    """A run (DESIGN §2) with its schedule's name and the fire that launched it."""
+    """A run (docs/runs.md) with its schedule's name and the fire that launched it."""
 
     id: uuid.UUID
     schedule_id: int | None

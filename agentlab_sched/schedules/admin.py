@@ -92,7 +92,7 @@ class _Record:
 
 @dataclass(frozen=True)
 class Schedule(_Record):
-    """A schedule as stored (DESIGN §2); webhook URL and secret are never exposed, only whether set."""
+    """A schedule as stored (docs/sql.md); webhook URL and secret are never exposed, only whether set."""
 
     id: int
     name: str

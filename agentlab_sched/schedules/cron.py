@@ -1,6 +1,6 @@
 """The cron language: parsing with exact errors, and due times in a time zone (pure, no I/O).
 
-Language (DESIGN §4; ``docs/cron.md`` is the user's reference):
+Language (``docs/cron.md`` is the user's reference):
 
 - five fields ``minute hour day-of-month month day-of-week``, or six with **seconds last** (the
   croniter / Procrastinate convention); fields are separated by spaces or tabs;
@@ -16,7 +16,7 @@ Language (DESIGN §4; ``docs/cron.md`` is the user's reference):
 The SQL validator ``agentlab_sched.cron_problem()`` (``sql/20_cron.sql``) accepts exactly this language
 with the same error codes and parameters; a property test holds the two together.
 
-Time (DST rules of DESIGN §4):
+Time (the DST rules of ``docs/cron.md``):
 
 - *fixed-time* schedules (the hour field names hours: numbers, ranges, lists; no ``*``, no step) are
   evaluated on the local wall clock: a time that a DST gap skips fires once, at the first instant

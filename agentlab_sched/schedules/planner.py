@@ -5,7 +5,7 @@ tests). The plan says which due times to launch (and as which kind), which to re
 why, and where ``next_run_at`` moves to. The database applies it (``agentlab_sched.apply_plans``):
 overlap rules, rendering of inputs, ledger rows, runs and jobs.
 
-The rules are DESIGN §5. With ``T0`` the pending due time and ``L`` the latest due time ``<= now``:
+The rules are those of ``docs/semantics.md``. With ``T0`` the pending due time and ``L`` the latest due time ``<= now``:
 on time (``L == T0`` within the on-time window) -> ``scheduled``; late within ``misfire_grace`` ->
 ``L`` once as ``misfire``; beyond grace -> one ``skipped_misfire`` row; a backlog before ``L`` is one
 skip row, whatever its length (cron is walked backwards from ``now``, never through the backlog).

@@ -50,7 +50,7 @@ CREATE TABLE agentlab_sched.schedules (
     version integer NOT NULL DEFAULT 1,
     created_at timestamptz NOT NULL DEFAULT now(),
     updated_at timestamptz NOT NULL DEFAULT now(),
-    -- Notifications (DESIGN 7). URL and secret are ciphertext (Fernet), never plaintext.
+    -- Notifications (docs/notifications.md). URL and secret are ciphertext (Fernet), never plaintext.
     webhook_format text,
     webhook_url_enc text,
     webhook_secret_enc text,

@@ -1,4 +1,4 @@
--- The run lifecycle (issue 5): what approvals, suspended runs, timeouts and retention need to remember.
+-- The run lifecycle (docs/runs.md): what approvals, suspended runs, timeouts and retention need to remember.
 
 -- When a run was last found suspended (its worker stopped heartbeating), and when it was asked to abort
 -- (a timeout or a cancel), so that a task still running long after the abort is reported as such.

@@ -1,4 +1,4 @@
--- The run lifecycle (DESIGN §6, issue 5): approvals, suspended runs, timeouts, cancelling, retention.
+-- The run lifecycle (docs/runs.md): approvals, suspended runs, timeouts, cancelling, retention.
 --
 -- A run follows its Procrastinate job (50_runs.sql); these functions are the people's side of it and the
 -- checks housekeeping makes. Every function that acts on a run locks the run's current job first and

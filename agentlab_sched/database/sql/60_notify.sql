@@ -1,4 +1,4 @@
--- Notifications (DESIGN 7): the outbox, written with the run status change that causes it.
+-- Notifications (docs/notifications.md): the outbox, written with the run status change that causes it.
 -- (Plaintext webhook URLs and secrets written through SQL are refused by schedules_before_write in
 -- 30_schedules.sql, with a message saying why.)
 
