@@ -27,16 +27,25 @@ import sys
 from agentlab_sched import _compat
 from agentlab_sched.errors import Conflict, NotFound, SchedError, ValidationError
 from agentlab_sched.firing import blueprint as _blueprint_module
-from agentlab_sched.firing.blueprint import blueprint
 from agentlab_sched.firing.hooks import LaunchRefused, LaunchRequest, resolver
 from agentlab_sched.runs.approvals import AwaitApproval
 from agentlab_sched.runs.context import current_run
 from agentlab_sched.runs.middleware import install
 
 _compat.install()
-# `agentlab_sched.blueprint` is the Blueprint object; the old module path still imports (without
-# replacing the object, which a lazy import of a submodule of that name would do).
+# `agentlab_sched.blueprint` is a Blueprint (a new one at every read, see __getattr__); the old module
+# path still imports (without binding the module here, which a lazy import of a submodule of that name
+# would do).
 sys.modules.setdefault("agentlab_sched.blueprint", _blueprint_module)
+
+
+def __getattr__(name: str) -> object:
+    # A new blueprint at every read: Procrastinate binds a blueprint's tasks to the one app that includes
+    # it, so `app.add_tasks_from(agentlab_sched.blueprint, ...)` must hand each app its own.
+    if name == "blueprint":
+        return _blueprint_module.make_blueprint()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     # Including the scheduler in a Procrastinate app

@@ -12,6 +12,7 @@
 | AGENTLAB_SCHED_WEBHOOK_ALLOW_PRIVATE | 0 | 1 allows webhooks to private, loopback and link-local addresses |
 | AGENTLAB_SCHED_PUBLIC_URL | (none) | base URL used for links in notifications |
 | AGENTLAB_SCHED_RETENTION | (none) | prune finished history older than this (e.g. `30d`) during housekeeping |
+| AGENTLAB_SCHED_SCHEDULER_QUEUE | default | the Procrastinate queue of the periodic tick and housekeeping |
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class Settings:
     webhook_allow_private: bool = False
     public_url: str | None = None
     retention: str | None = None
+    scheduler_queue: str = "default"
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -63,4 +65,5 @@ class Settings:
             webhook_allow_private=_flag("AGENTLAB_SCHED_WEBHOOK_ALLOW_PRIVATE", False),
             public_url=os.environ.get("AGENTLAB_SCHED_PUBLIC_URL") or None,
             retention=os.environ.get("AGENTLAB_SCHED_RETENTION") or None,
+            scheduler_queue=os.environ.get("AGENTLAB_SCHED_SCHEDULER_QUEUE", "").strip() or "default",
         )

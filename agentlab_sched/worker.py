@@ -23,7 +23,7 @@ from agentlab_sched.firing.blueprint import register_app_tasks
 from agentlab_sched.firing.blueprint import tick as blueprint_tick
 from agentlab_sched.firing.scheduler import Scheduler
 from agentlab_sched.notify.dispatcher import Dispatcher
-from agentlab_sched.runs.middleware import install
+from agentlab_sched.runs.middleware import install, with_run_middleware
 from agentlab_sched.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -49,11 +49,18 @@ async def run_worker(
     settings: Settings | None = None,
     stop: asyncio.Event | None = None,
     install_signal_handlers: bool = True,
+    **worker_options: Any,
 ) -> None:
     """Run the Procrastinate worker, the precise scheduler loop and the notification dispatcher until
-    ``stop`` is set or SIGTERM/SIGINT arrives; stop all of them within 3 s."""
+    ``stop`` is set or SIGTERM/SIGINT arrives; stop all of them within 3 s.
+
+    ``worker_options`` go to Procrastinate's worker (``delete_jobs``, ``additional_context``, ...); a
+    ``worker_middleware`` list given there runs inside the run middleware, which is always kept.
+    """
     settings = settings or Settings.from_env()
     install(app)  # the run middleware: run context, approvals, task errors, timeouts
+    if "worker_middleware" in worker_options:
+        worker_options["worker_middleware"] = with_run_middleware(app, worker_options["worker_middleware"])
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     if install_signal_handlers:
@@ -77,6 +84,7 @@ async def run_worker(
                     # New jobs and abort requests arrive by NOTIFY; polling is only the fallback.
                     fetch_job_polling_interval=POLL_FALLBACK,
                     abort_job_polling_interval=POLL_FALLBACK,
+                    **worker_options,
                 ),
                 name="agentlab-sched-worker",
             )

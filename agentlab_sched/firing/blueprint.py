@@ -5,6 +5,12 @@
 The tick runs every second as a periodic task (with a queueing lock, so ticks never pile up); it
 claims what is due and fires it (`tick.fire_due`), using the database clock. `agentlab-sched worker`
 adds a precise loop beside it so that fires start on time rather than up to a tick late.
+
+Procrastinate renames a blueprint's tasks and binds them to the app that includes it, so one blueprint
+object can serve one app only: every read of ``agentlab_sched.blueprint`` (and of this module's
+``blueprint``) is a new one, made by `make_blueprint`. Both tasks run on the queue
+``AGENTLAB_SCHED_SCHEDULER_QUEUE`` (``default`` unless set): a worker must take that queue for the
+periodic tick and housekeeping to run.
 """
 
 from __future__ import annotations
@@ -56,15 +62,24 @@ async def tick(context: procrastinate.JobContext, timestamp: int) -> dict[str, A
     return {"claimed": report.claimed, "fires": report.fires}
 
 
-def make_blueprint() -> procrastinate.Blueprint:
-    """A new blueprint with the scheduler's tasks (Procrastinate renames a blueprint's tasks when an app
-    includes it, so each app needs its own)."""
+#: Every second (Procrastinate's cron: five fields, then seconds).
+TICK_CRON = "* * * * * *"
+
+
+def make_blueprint(queue: str | None = None) -> procrastinate.Blueprint:
+    """A new blueprint with the scheduler's tasks, on ``queue`` (the ``AGENTLAB_SCHED_SCHEDULER_QUEUE``
+    setting by default). Procrastinate renames a blueprint's tasks when an app includes it, so each app
+    needs its own."""
+    queue = queue or Settings.from_env().scheduler_queue
     bp = procrastinate.Blueprint()
-    task = bp.task(name="tick", queueing_lock="agentlab_sched:tick", pass_context=True)(tick)
-    bp.periodic(cron="* * * * * *", periodic_id="tick")(task)
-    housekeeping.register(bp)
+    task = bp.task(name="tick", queue=queue, queueing_lock="agentlab_sched:tick", pass_context=True)(tick)
+    bp.periodic(cron=TICK_CRON, periodic_id="tick")(task)
+    housekeeping.register(bp, queue)
     return bp
 
 
-#: Include it in a host app: ``app.add_tasks_from(agentlab_sched.blueprint, namespace="agentlab_sched")``.
-blueprint = make_blueprint()
+def __getattr__(name: str) -> Any:
+    # `blueprint`: a new one at every read, so that including it in several apps is safe.
+    if name == "blueprint":
+        return make_blueprint()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

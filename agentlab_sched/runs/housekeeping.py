@@ -26,8 +26,9 @@ from agentlab_sched.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-#: Every 10 seconds: a suspended run is detected within Procrastinate's 30 s stall window plus this.
-CRON = "*/10 * * * * *"
+#: Every 10 seconds (Procrastinate's cron puts seconds last): a dead worker's run is suspended within
+#: Procrastinate's 30 s stall window plus this.
+CRON = "* * * * * */10"
 #: A worker that stopped heartbeating this long ago is gone (Procrastinate's stalled-worker window).
 STALLED_AFTER = timedelta(seconds=30)
 #: How long a task may take to stop after a timeout abort before its run says it ignores the abort.
@@ -74,7 +75,9 @@ async def housekeeping(context: procrastinate.JobContext, timestamp: int) -> dic
     return done
 
 
-def register(bp: procrastinate.Blueprint) -> None:
+def register(bp: procrastinate.Blueprint, queue: str) -> None:
     """Add the housekeeping task and its 10-second periodic schedule to the scheduler's blueprint."""
-    task = bp.task(name="housekeeping", queueing_lock="agentlab_sched:housekeeping", pass_context=True)(housekeeping)
+    task = bp.task(
+        name="housekeeping", queue=queue, queueing_lock="agentlab_sched:housekeeping", pass_context=True
+    )(housekeeping)
     bp.periodic(cron=CRON, periodic_id="housekeeping")(task)

@@ -45,7 +45,7 @@ from agentlab_sched.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ABORT_GRACE", "RunMiddleware", "install"]
+__all__ = ["ABORT_GRACE", "RunMiddleware", "install", "with_run_middleware"]
 
 #: How long a task may take to stop after it was aborted for its timeout before the run says that it
 #: ignores the abort (seconds).
@@ -302,3 +302,12 @@ def install(app: procrastinate.App, middleware: RunMiddleware | None = None) -> 
     current.insert(0, middleware or RunMiddleware())
     app.worker_defaults["worker_middleware"] = current
     return app
+
+
+def with_run_middleware(app: procrastinate.App, middleware: list[Any] | None) -> list[Any]:
+    """``middleware`` (a worker's own list) with the app's run middleware first: passing
+    ``worker_middleware=`` to a worker replaces the app's defaults, which must not drop ours."""
+    given = [m for m in (middleware or []) if not isinstance(m, RunMiddleware)]
+    ours = [m for m in (middleware or []) if isinstance(m, RunMiddleware)]
+    ours = ours or [m for m in app.worker_defaults.get("worker_middleware") or [] if isinstance(m, RunMiddleware)]
+    return [*(ours[:1] or [RunMiddleware()]), *given]
