@@ -77,7 +77,7 @@ async def housekeeping(context: procrastinate.JobContext, timestamp: int) -> dic
 
 def register(bp: procrastinate.Blueprint, queue: str) -> None:
     """Add the housekeeping task and its 10-second periodic schedule to the scheduler's blueprint."""
-    task = bp.task(
-        name="housekeeping", queue=queue, queueing_lock="agentlab_sched:housekeeping", pass_context=True
-    )(housekeeping)
+    task = bp.task(name="housekeeping", queue=queue, queueing_lock="agentlab_sched:housekeeping", pass_context=True)(
+        housekeeping
+    )
     bp.periodic(cron=CRON, periodic_id="housekeeping")(task)
