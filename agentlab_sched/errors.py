@@ -1,8 +1,56 @@
-"""The one exception type users catch, carrying the field, the value and the message."""
+"""The errors users catch, and the one registry that carries them from SQL to Python.
+
+The exception tree::
+
+    Exception
+    ├── SchedError          a refused request: ``code`` (message code), ``field``, ``params``;
+    │   │                   str() is the message in the deployment's locale, .message(locale) another
+    │   ├── ValidationError input that can never be right as written       SQLSTATE 22023
+    │   ├── NotFound        no schedule or run by that name or id           SQLSTATE P0002
+    │   ├── Conflict        right input at the wrong moment: a stale version (40001), a name already
+    │   │                   taken (23505), a run not in the state the request needs (55000)
+    │   └── NoRunContext    current_run() outside a run (runs.context; also a LookupError)
+    ├── LaunchRefused       a resolver refuses a fire; its reason is recorded (firing.hooks)
+    └── AwaitApproval       a task pauses its run until a person decides (runs.approvals; a signal,
+                            not a failure)
+
+:data:`REGISTRY` maps each message code that is not plain bad input to its class and SQLSTATE; every
+other code the database raises is a :class:`ValidationError` with SQLSTATE 22023. ``agentlab-sched
+migrate`` copies the registry into ``agentlab_sched.error_codes``, and the SQL ``agentlab_sched.fail()``
+takes its SQLSTATE from there, so a SQL caller sees the same class of error (by SQLSTATE) as a Python
+caller (by exception class). :func:`translated` turns what the database raised back into the
+:class:`SchedError` (one helper for admin, lifecycle, firing and the middleware).
+
+A :class:`SchedError`'s message is its catalogue entry (``agentlab_sched/messages``), in English and
+Chinese, rather than its docstring: the docstring says what the class means. A subclass that always
+means one thing names its code (``NoRunContext.default_code``) and is raised without arguments.
+
+To add an error code: its message goes in the catalogue (``messages/_*.py``); when it is not plain bad
+input, one line in :data:`REGISTRY` (class and SQLSTATE). SQL raises it with ``agentlab_sched.fail(code,
+field, params)`` (never an explicit SQLSTATE), Python with the class the registry names.
+"""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
+from types import TracebackType
+from typing import ClassVar
+
 from agentlab_sched import messages
+
+__all__ = [
+    "REGISTRY",
+    "Conflict",
+    "ErrorCode",
+    "NotFound",
+    "SchedError",
+    "ValidationError",
+    "error",
+    "from_database",
+    "registry_rows",
+    "translated",
+]
 
 
 class SchedError(Exception):
@@ -13,32 +61,83 @@ class SchedError(Exception):
     ``err.message(locale)`` renders it in another.
     """
 
-    def __init__(self, code: str, field: str | None = None, /, **params: object) -> None:
+    #: The code of a subclass that always means one thing (raised without arguments).
+    default_code: ClassVar[str | None] = None
+
+    def __init__(self, code: str | None = None, field: str | None = None, /, **params: object) -> None:
+        code = code or self.default_code
+        if code is None:
+            raise TypeError(f"{type(self).__name__}() needs a message code")
         self.code = code
         self.field = field
         self.params = params
         super().__init__(self.message())
 
     def message(self, locale: str | None = None) -> str:
+        """The message in ``locale`` (the deployment's by default)."""
         return messages.render(self.code, locale, **self.params)
 
 
 class ValidationError(SchedError):
-    """Input that can never be right as written (SQLSTATE 22023 / 23514 on the SQL side)."""
+    """Input that can never be right as written (SQLSTATE 22023 on the SQL side)."""
 
 
 class NotFound(SchedError):
-    """No schedule or run by that name or id."""
+    """No schedule or run by that name or id (SQLSTATE P0002)."""
 
 
 class Conflict(SchedError):
-    """A stale ``expected_version``, a run not in the state the request needs, ..."""
+    """A stale ``expected_version``, a name already taken, a run not in the state the request needs."""
 
 
-def from_database(exc: Exception) -> SchedError | None:
-    """Rebuild the SchedError a SQL function raised with ``agentlab_sched.fail()`` (None for others)."""
-    import json
+@dataclass(frozen=True)
+class ErrorCode:
+    """What one message code is, as an error: its class and its SQLSTATE."""
 
+    code: str
+    kind: type[SchedError]
+    sqlstate: str
+
+
+def _codes(kind: type[SchedError], sqlstate: str, *codes: str) -> list[ErrorCode]:
+    return [ErrorCode(code, kind, sqlstate) for code in codes]
+
+
+#: Every code that is not plain bad input (ValidationError, 22023): code -> class and SQLSTATE.
+REGISTRY: dict[str, ErrorCode] = {
+    e.code: e
+    for e in [
+        *_codes(NotFound, "P0002", "schedule.not_found", "run.not_found"),
+        *_codes(Conflict, "40001", "schedule.stale_version"),
+        *_codes(Conflict, "23505", "schedule.name_taken", "cli.exists"),
+        *_codes(
+            Conflict,
+            "55000",
+            "run.already_ended",
+            "run.not_awaiting",
+            "run.stale_segment",
+            "run.already_decided",
+            "run.not_suspended",
+            "session.not_persistent",
+        ),
+    ]
+}
+
+#: What the database raises for a code the registry does not name.
+DEFAULT = ErrorCode("", ValidationError, "22023")
+
+
+def error(code: str, field: str | None = None, /, **params: object) -> SchedError:
+    """The error of message ``code``, of the class the registry names (ValidationError otherwise)."""
+    return REGISTRY.get(code, DEFAULT).kind(code, field, **params)
+
+
+def from_database(exc: BaseException) -> SchedError | None:
+    """Rebuild the SchedError a SQL function raised with ``agentlab_sched.fail()`` (None for others).
+
+    ``fail()`` puts ``{"code", "field", "params"}`` in the error's DETAIL; the class comes from the
+    registry, so it is the same whichever SQLSTATE a caller catches.
+    """
     diag = getattr(exc, "diag", None)
     detail = getattr(diag, "message_detail", None) if diag else None
     if not detail or not detail.startswith("{"):
@@ -47,12 +146,40 @@ def from_database(exc: Exception) -> SchedError | None:
         data = json.loads(detail)
     except ValueError:
         return None
-    if not isinstance(data, dict) or "code" not in data:
+    if not isinstance(data, dict) or data.get("code") not in messages.CATALOG:
         return None
-    from agentlab_sched import messages
+    return error(data["code"], data.get("field"), **(data.get("params") or {}))
 
-    if data["code"] not in messages.CATALOG:
+
+class _Translated:
+    """The context manager :func:`translated` returns; sync or async."""
+
+    def __enter__(self) -> None:
         return None
-    kind = {"23514": ValidationError, "22023": ValidationError, "P0002": NotFound, "40001": Conflict}
-    cls = kind.get(getattr(diag, "sqlstate", None) or "", SchedError)
-    return cls(data["code"], data.get("field"), **(data.get("params") or {}))
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool:
+        err = from_database(exc) if isinstance(exc, Exception) else None
+        if err is None:
+            return False  # no error, or not one of ours: it goes on as it is
+        raise err from exc
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
+        return self.__exit__(kind, exc, tb)
+
+
+def translated() -> _Translated:
+    """Raise the database's refusals as the SchedError they stand for; anything else as it is.
+
+    ``with errors.translated(): ...`` or ``async with conn.transaction(), errors.translated(): ...``.
+    """
+    return _Translated()
+
+
+def registry_rows() -> list[tuple[str, str]]:
+    """(code, sqlstate) rows for the database copy of the registry (written by migrate)."""
+    return [(e.code, e.sqlstate) for e in REGISTRY.values()]

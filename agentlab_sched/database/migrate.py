@@ -5,8 +5,8 @@
 - ``migrations/``: forward-only, ordered by file name, each recorded with a checksum; an applied file
   that changed afterwards is refused.
 - ``sql/``: functions, triggers and views (CREATE OR REPLACE), re-applied every time.
-- The message catalogue, the schedule options (``schedules/options.py``) and the deployment settings
-  the database renders and validates with.
+- The message catalogue, the error registry (``errors.py``), the schedule options
+  (``schedules/options.py``) and the deployment settings the database renders and validates with.
 
 Everything runs under a transaction-scoped advisory lock, so two concurrent migrates are safe: the
 second waits, then finds nothing to do.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import psycopg
 
-from agentlab_sched import messages
+from agentlab_sched import errors, messages
 from agentlab_sched.errors import SchedError
 from agentlab_sched.schedules import options
 
@@ -136,6 +136,11 @@ def _catalogue(conn: psycopg.Connection, locale: str | None, on_time_window: flo
         cur.executemany(
             "INSERT INTO agentlab_sched.messages (code, locale, template) VALUES (%s, %s, %s)",
             messages.catalog_rows(),
+        )
+    conn.execute("DELETE FROM agentlab_sched.error_codes")
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO agentlab_sched.error_codes (code, sqlstate) VALUES (%s, %s)", errors.registry_rows()
         )
     conn.execute("DELETE FROM agentlab_sched.schedule_options")
     with conn.cursor() as cur:

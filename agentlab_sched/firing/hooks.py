@@ -10,9 +10,14 @@ from typing import Any
 
 
 class LaunchRefused(Exception):
-    """Raised by a resolver to refuse a fire; its words are recorded verbatim as the fire's reason."""
+    """The task's resolver refused this fire.
 
-    def __init__(self, reason: str) -> None:
+    Raised by a resolver to refuse a fire; ``reason`` (this docstring's first line when not given) is
+    recorded verbatim as the fire's reason.
+    """
+
+    def __init__(self, reason: str | None = None) -> None:
+        reason = reason or (type(self).__doc__ or "").strip().splitlines()[0]
         super().__init__(reason)
         self.reason = reason
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 
-from agentlab_sched import messages
+from agentlab_sched import errors, messages
 from agentlab_sched.errors import NotFound, SchedError, ValidationError
 from agentlab_sched.firing import hooks
 from agentlab_sched.schedules import cron as cronlib
@@ -328,15 +328,8 @@ def _until(times: Any, end: datetime) -> Any:
 
 
 async def _request(conn: psycopg.AsyncConnection[Any], sql: str, params: tuple[Any, ...]) -> int:
-    try:
+    with errors.translated():
         cur = await conn.execute(sql, params)
-    except psycopg.Error as exc:
-        from agentlab_sched.errors import from_database
-
-        err = from_database(exc)
-        if err is not None:
-            raise err from None
-        raise
     row = await cur.fetchone()
     assert row is not None
     return next(iter(row.values())) if isinstance(row, dict) else row[0]

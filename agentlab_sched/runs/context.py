@@ -34,8 +34,7 @@ __all__ = ["Approval", "NoRunContext", "RunContext", "current_run", "current_run
 class NoRunContext(SchedError, LookupError):
     """``current_run()`` was called outside a run (or on a worker without the run middleware)."""
 
-    def __init__(self) -> None:
-        super().__init__("run.no_context")
+    default_code = "run.no_context"
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import uuid
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -33,7 +32,7 @@ from psycopg.rows import dict_row
 
 from agentlab_sched import errors, messages
 from agentlab_sched._plain import plain
-from agentlab_sched.errors import Conflict, SchedError, ValidationError
+from agentlab_sched.errors import SchedError, ValidationError
 from agentlab_sched.runs.context import Approval
 
 __all__ = [
@@ -152,20 +151,6 @@ class PruneReport:
 # ------------------------------------------------------------------------------------------------------
 
 
-@asynccontextmanager
-async def _translated() -> AsyncIterator[None]:
-    """The database's refusals as the SchedError they stand for (55000: a Conflict)."""
-    try:
-        yield
-    except psycopg.Error as exc:
-        err = errors.from_database(exc)
-        if err is None:
-            raise
-        if exc.sqlstate == "55000" and not isinstance(err, Conflict):
-            err = Conflict(err.code, err.field, **err.params)
-        raise err from exc
-
-
 async def _one(conn: psycopg.AsyncConnection[Any], query: str, params: Mapping[str, Any]) -> dict[str, Any] | None:
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(query, params)  # type: ignore[arg-type]
@@ -202,7 +187,7 @@ async def find_run(conn: psycopg.AsyncConnection[Any], ref: str | uuid.UUID) -> 
     """The id of the run ``ref`` names (an id, or its first characters); NotFound / ValidationError."""
     if isinstance(ref, uuid.UUID):
         return ref
-    async with _translated():
+    async with errors.translated():
         row = await _one(conn, "SELECT agentlab_sched.find_run(%(ref)s::text) AS id", {"ref": ref})
     assert row is not None
     return row["id"]
@@ -286,7 +271,7 @@ async def _require_schedule(conn: psycopg.AsyncConnection[Any], name: str) -> No
 
 async def _act(conn: psycopg.AsyncConnection[Any], call: str, ref: str | uuid.UUID, params: dict[str, Any]) -> Any:
     """Resolve the run, call ``agentlab_sched.<call>`` in one transaction, return its value."""
-    async with conn.transaction(), _translated():
+    async with conn.transaction(), errors.translated():
         run_id = await find_run(conn, ref)
         row = await _one(conn, f"SELECT agentlab_sched.{call} AS value", {"run": run_id, **params})
     assert row is not None
@@ -371,7 +356,7 @@ async def cancel(
 async def reset_session(conn: psycopg.AsyncConnection[Any], schedule: str) -> str:
     """The host reports that the state behind persistent schedule ``schedule``'s session is gone: a new
     session key for its next runs (returned)."""
-    async with conn.transaction(), _translated():
+    async with conn.transaction(), errors.translated():
         row = await _one(conn, "SELECT agentlab_sched.reset_session(%(name)s::text) AS key", {"name": schedule})
     assert row is not None
     return str(row["key"])
@@ -407,7 +392,7 @@ async def prune(
     """Remove finished history older than ``older_than`` (fires, runs with their approvals and
     notifications, their Procrastinate jobs, fire requests); never the newest fire of a schedule, never
     a run that has not ended."""
-    async with conn.transaction(), _translated():
+    async with conn.transaction(), errors.translated():
         row = await _one(
             conn,
             "SELECT agentlab_sched.prune(%(age)s::interval, coalesce(%(now)s::timestamptz, now()), "

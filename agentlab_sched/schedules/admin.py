@@ -29,8 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -182,20 +181,6 @@ _SCHEDULE_COLUMNS = sql.SQL(", ").join(
 )
 
 
-@asynccontextmanager
-async def _translated() -> AsyncIterator[None]:
-    """Turn the database's refusals into the SchedError they stand for."""
-    try:
-        yield
-    except psycopg.Error as exc:
-        err = errors.from_database(exc)
-        if err is None:
-            raise
-        if exc.sqlstate == "23505" and not isinstance(err, Conflict):
-            err = Conflict(err.code, err.field, **err.params)
-        raise err from exc
-
-
 def _check_cron_and_zone(cron_expr: str | None, timezone: str | None) -> None:
     """The same checks the database makes, made here first (the same messages)."""
     from agentlab_sched.schedules import cron
@@ -226,9 +211,10 @@ async def _fetch(conn: psycopg.AsyncConnection[Any], name: str) -> Schedule:
 
 
 async def _call(conn: psycopg.AsyncConnection[Any], query: sql.Composable | str, params: Mapping[str, Any]) -> Any:
-    async with _translated(), conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(query, params)
-        row = await cur.fetchone()
+    with errors.translated():
+        async with conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(query, params)
+            row = await cur.fetchone()
     assert row is not None
     return next(iter(row.values()))
 
@@ -430,15 +416,16 @@ async def resume(conn: psycopg.AsyncConnection[Any], name: str, *, now: datetime
 
 async def get(conn: psycopg.AsyncConnection[Any], name: str) -> Schedule:
     """Schedule ``name``; :class:`NotFound` when there is none."""
-    async with _translated():
+    with errors.translated():
         return await _fetch(conn, name)
 
 
 async def status(conn: psycopg.AsyncConnection[Any], name: str) -> ScheduleStatus:
     """The ``schedule_status`` row of schedule ``name``; :class:`NotFound` when there is none."""
-    async with _translated(), conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute("SELECT * FROM agentlab_sched.schedule_status WHERE name = %s", (name,))
-        row = await cur.fetchone()
+    with errors.translated():
+        async with conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute("SELECT * FROM agentlab_sched.schedule_status WHERE name = %s", (name,))
+            row = await cur.fetchone()
     if row is None:
         raise NotFound("schedule.not_found", "name", name=name)
     return ScheduleStatus.from_row(row)
@@ -446,9 +433,10 @@ async def status(conn: psycopg.AsyncConnection[Any], name: str) -> ScheduleStatu
 
 async def list_schedules(conn: psycopg.AsyncConnection[Any]) -> list[ScheduleStatus]:
     """Every schedule with its status (the ``schedule_status`` view), by name."""
-    async with _translated(), conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute("SELECT * FROM agentlab_sched.schedule_status ORDER BY name")
-        rows = await cur.fetchall()
+    with errors.translated():
+        async with conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute("SELECT * FROM agentlab_sched.schedule_status ORDER BY name")
+            rows = await cur.fetchall()
     return [ScheduleStatus.from_row(r) for r in rows]
 
 

@@ -440,7 +440,7 @@ BEGIN
     IF new_name IS NOT NULL AND new_name IS DISTINCT FROM name
        AND EXISTS (SELECT FROM agentlab_sched.schedules s WHERE s.name = new_name) THEN
         PERFORM agentlab_sched.fail('schedule.name_taken', 'new_name',
-                                    jsonb_build_object('name', new_name), '23505');
+                                    jsonb_build_object('name', new_name));
     END IF;
 
     -- The optimistic lock is this conditional UPDATE: of two sessions altering at once with the same
@@ -474,10 +474,10 @@ BEGIN
     END IF;
     SELECT s.version INTO actual FROM agentlab_sched.schedules s WHERE s.name = name;
     IF NOT FOUND THEN
-        PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', name), 'P0002');
+        PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', name));
     END IF;
     PERFORM agentlab_sched.fail('schedule.stale_version', 'expected_version', jsonb_build_object(
-        'name', name, 'expected', expected_version, 'actual', actual), '40001');
+        'name', name, 'expected', expected_version, 'actual', actual));
     RETURN NULL;
 END
 $$;
@@ -580,7 +580,7 @@ BEGIN
     PERFORM agentlab_sched.validate_text('name', name, 200);
     SELECT s.enabled INTO was_enabled FROM agentlab_sched.schedules s WHERE s.name = name FOR UPDATE;
     IF NOT FOUND THEN
-        PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', name), 'P0002');
+        PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', name));
     END IF;
     UPDATE agentlab_sched.schedules s
     SET enabled = false,
@@ -601,7 +601,7 @@ BEGIN
     PERFORM agentlab_sched.validate_text('name', name, 200);
     SELECT s.enabled INTO was_enabled FROM agentlab_sched.schedules s WHERE s.name = name FOR UPDATE;
     IF NOT FOUND THEN
-        PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', name), 'P0002');
+        PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', name));
     END IF;
     IF was_enabled THEN
         RETURN false;

@@ -558,7 +558,7 @@ DECLARE
 BEGIN
     SELECT id INTO sid FROM agentlab_sched.schedules s WHERE s.name = trigger.name;
     IF sid IS NULL THEN
-        PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', trigger.name), 'P0002');
+        PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', trigger.name));
     END IF;
     IF inputs IS NOT NULL AND jsonb_typeof(inputs) <> 'object' THEN
         PERFORM agentlab_sched.fail('schedule.not_object', 'inputs', jsonb_build_object(
@@ -586,7 +586,7 @@ DECLARE
 BEGIN
     SELECT id INTO sid FROM agentlab_sched.schedules s WHERE s.name = backfill.name;
     IF sid IS NULL THEN
-        PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', backfill.name), 'P0002');
+        PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', backfill.name));
     END IF;
     IF "from" IS NULL OR "to" IS NULL OR "from" >= "to" THEN
         PERFORM agentlab_sched.fail('backfill.bad_range', 'from', jsonb_build_object('start', "from", 'end', "to"));

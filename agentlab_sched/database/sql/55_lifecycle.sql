@@ -47,7 +47,7 @@ BEGIN
               WHERE r.id BETWEEN rpad(hex, 32, '0')::uuid AND rpad(hex, 32, 'f')::uuid LIMIT 100) r;
     END IF;
     IF n = 0 THEN
-        PERFORM agentlab_sched.fail('run.not_found', 'run_id', jsonb_build_object('run', ref), 'P0002');
+        PERFORM agentlab_sched.fail('run.not_found', 'run_id', jsonb_build_object('run', ref));
     ELSIF n > 1 THEN
         PERFORM agentlab_sched.fail('run.ambiguous', 'run_id', jsonb_build_object('run', ref, 'count', n));
     END IF;
@@ -67,7 +67,7 @@ BEGIN
     LOOP
         SELECT x.job_id INTO jid FROM agentlab_sched.runs x WHERE x.id = lock_run.run_id;
         IF NOT FOUND THEN
-            PERFORM agentlab_sched.fail('run.not_found', 'run_id', jsonb_build_object('run', run_id), 'P0002');
+            PERFORM agentlab_sched.fail('run.not_found', 'run_id', jsonb_build_object('run', run_id));
         END IF;
         IF jid IS NOT NULL THEN
             PERFORM 1 FROM procrastinate_jobs j WHERE j.id = jid FOR UPDATE;
@@ -107,19 +107,19 @@ BEGIN
     IF r.status <> 'awaiting_approval' THEN
         IF r.status IN ('succeeded', 'failed', 'cancelled', 'timed_out') THEN
             PERFORM agentlab_sched.fail('run.already_ended', 'run_id', jsonb_build_object(
-                'run', agentlab_sched.run_ref(r.id), 'status', agentlab_sched.status_term('run', r.status)), '55000');
+                'run', agentlab_sched.run_ref(r.id), 'status', agentlab_sched.status_term('run', r.status)));
         END IF;
         PERFORM agentlab_sched.fail('run.not_awaiting', 'run_id', jsonb_build_object(
-            'run', agentlab_sched.run_ref(r.id), 'status', agentlab_sched.status_term('run', r.status)), '55000');
+            'run', agentlab_sched.run_ref(r.id), 'status', agentlab_sched.status_term('run', r.status)));
     END IF;
     IF asked_segment IS NOT NULL AND asked_segment <> r.segment THEN
         PERFORM agentlab_sched.fail('run.stale_segment', 'segment', jsonb_build_object(
-            'run', agentlab_sched.run_ref(r.id), 'current', r.segment, 'segment', asked_segment), '55000');
+            'run', agentlab_sched.run_ref(r.id), 'current', r.segment, 'segment', asked_segment));
     END IF;
     SELECT * INTO a FROM agentlab_sched.approvals x WHERE x.run_id = r.id AND x.segment = r.segment FOR UPDATE;
     IF NOT FOUND THEN
         PERFORM agentlab_sched.fail('run.not_awaiting', 'run_id', jsonb_build_object(
-            'run', agentlab_sched.run_ref(r.id), 'status', agentlab_sched.status_term('run', r.status)), '55000');
+            'run', agentlab_sched.run_ref(r.id), 'status', agentlab_sched.status_term('run', r.status)));
     END IF;
     IF a.status <> 'pending' THEN
         SELECT s.timezone INTO tz FROM agentlab_sched.schedules s WHERE s.id = r.schedule_id;
@@ -127,7 +127,7 @@ BEGIN
         PERFORM agentlab_sched.fail('run.already_decided', 'run_id', jsonb_build_object(
             'run', agentlab_sched.run_ref(r.id), 'segment', a.segment,
             'decision', agentlab_sched.status_term('approval', a.status), 'by', a.decided_by,
-            'at', agentlab_sched.local_time_text(date_trunc('second', a.decided_at), tz), 'timezone', tz), '55000');
+            'at', agentlab_sched.local_time_text(date_trunc('second', a.decided_at), tz), 'timezone', tz));
     END IF;
     RETURN a;
 END
@@ -371,10 +371,10 @@ LANGUAGE plpgsql AS $$
 BEGIN
     IF r.status IN ('succeeded', 'failed', 'cancelled', 'timed_out') THEN
         PERFORM agentlab_sched.fail('run.already_ended', 'run_id', jsonb_build_object(
-            'run', agentlab_sched.run_ref(r.id), 'status', agentlab_sched.status_term('run', r.status)), '55000');
+            'run', agentlab_sched.run_ref(r.id), 'status', agentlab_sched.status_term('run', r.status)));
     ELSIF r.status <> 'suspended' THEN
         PERFORM agentlab_sched.fail('run.not_suspended', 'run_id', jsonb_build_object(
-            'run', agentlab_sched.run_ref(r.id), 'status', agentlab_sched.status_term('run', r.status)), '55000');
+            'run', agentlab_sched.run_ref(r.id), 'status', agentlab_sched.status_term('run', r.status)));
     END IF;
 END
 $$;
@@ -421,7 +421,7 @@ BEGIN
     r := agentlab_sched.lock_run(run_id);
     IF r.status IN ('succeeded', 'failed', 'cancelled', 'timed_out') THEN
         PERFORM agentlab_sched.fail('run.already_ended', 'run_id', jsonb_build_object(
-            'run', agentlab_sched.run_ref(r.id), 'status', agentlab_sched.status_term('run', r.status)), '55000');
+            'run', agentlab_sched.run_ref(r.id), 'status', agentlab_sched.status_term('run', r.status)));
     END IF;
     SELECT j.status::text INTO js FROM procrastinate_jobs j WHERE j.id = r.job_id;
     UPDATE agentlab_sched.runs x
@@ -569,10 +569,10 @@ DECLARE
 BEGIN
     SELECT * INTO s FROM agentlab_sched.schedules x WHERE x.name = name FOR UPDATE;
     IF NOT FOUND THEN
-        PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', name), 'P0002');
+        PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', name));
     END IF;
     IF s.context <> 'persistent' THEN
-        PERFORM agentlab_sched.fail('session.not_persistent', 'context', jsonb_build_object('name', name), '55000');
+        PERFORM agentlab_sched.fail('session.not_persistent', 'context', jsonb_build_object('name', name));
     END IF;
     new_key := 'agentlab_sched:' || s.id || ':' || gen_random_uuid();
     UPDATE agentlab_sched.schedules x SET session_key = new_key WHERE x.id = s.id;
@@ -591,7 +591,7 @@ DECLARE
 BEGIN
     SELECT * INTO r FROM agentlab_sched.runs x WHERE x.id = run_id;
     IF NOT FOUND THEN
-        PERFORM agentlab_sched.fail('run.not_found', 'run_id', jsonb_build_object('run', run_id), 'P0002');
+        PERFORM agentlab_sched.fail('run.not_found', 'run_id', jsonb_build_object('run', run_id));
     END IF;
     SELECT * INTO s FROM agentlab_sched.schedules x WHERE x.id = r.schedule_id;
     IF FOUND AND s.context = 'persistent' THEN
