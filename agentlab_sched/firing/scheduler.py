@@ -17,6 +17,7 @@ from typing import Any
 import procrastinate
 import psycopg
 
+from agentlab_sched.database import queries
 from agentlab_sched.database.connections import scheduler_connection
 from agentlab_sched.firing import tick as tick_module
 from agentlab_sched.firing.blueprint import register_app_tasks
@@ -64,7 +65,7 @@ class Scheduler:
 
     async def _run(self) -> None:
         async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as listener:
-            await listener.execute(f"LISTEN {CHANNEL}")
+            await queries.execute(listener, "listen_schedules")
             while True:
                 try:
                     delay = await self._fire_and_measure()
@@ -79,13 +80,7 @@ class Scheduler:
         async with scheduler_connection(self.app, self.settings) as conn:
             await register_app_tasks(self.app, conn)
             await tick_module.fire_due(conn, settings=self.settings)
-            cur = await conn.execute(
-                """SELECT extract(epoch FROM min(next_run_at) - clock_timestamp()) AS wait,
-                          EXISTS (SELECT 1 FROM agentlab_sched.schedules WHERE replan IS NOT NULL)
-                          OR EXISTS (SELECT 1 FROM agentlab_sched.fire_requests WHERE done_at IS NULL) AS more
-                   FROM agentlab_sched.schedules WHERE enabled AND next_run_at IS NOT NULL"""
-            )
-            row = await cur.fetchone()
+            row = await queries.one(conn, "next_wake")
         if row is None or row["more"]:
             return 0.0 if row and row["more"] else MAX_SLEEP
         wait = row["wait"]

@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 
 from agentlab_sched import errors, messages
+from agentlab_sched.database import queries
 from agentlab_sched.errors import NotFound, SchedError, ValidationError
 from agentlab_sched.firing import hooks
 from agentlab_sched.schedules import cron as cronlib
@@ -57,10 +58,8 @@ class FireOutcome:
 
 async def db_now(conn: psycopg.AsyncConnection[Any]) -> datetime:
     """The database clock: one clock for all workers."""
-    cur = await conn.execute("SELECT clock_timestamp() AS now")
-    row = await cur.fetchone()
-    assert row is not None
-    return row["now"] if isinstance(row, dict) else row[0]
+    now: datetime = await queries.value(conn, "db_now")
+    return now
 
 
 async def fire_due(
@@ -108,8 +107,7 @@ async def _one_batch(
     isolate: bool,
 ) -> int:
     async with conn.transaction():
-        cur = await conn.execute("SELECT * FROM agentlab_sched.claim_due(%s, %s)", (now, settings.batch_size))
-        rows = await cur.fetchall()
+        rows = await queries.rows(conn, "claim_due", {"now": now, "batch": settings.batch_size})
         # BEGIN, claim, apply, COMMIT: psycopg sends BEGIN as a query of its own (a libpq trace shows it).
         report.round_trips += 4
         if not rows:
@@ -121,15 +119,13 @@ async def _one_batch(
         if not fresh:
             return 0
         plans = [await _plan_one(row, now, window, settings.locale) for row in fresh]
-        cur = await conn.execute(
-            "SELECT agentlab_sched.apply_plans(%s::jsonb, %s, %s) AS outcomes",
-            (json.dumps(plans), now, isolate),
+        outcomes = await queries.value(
+            conn, "apply_plans", {"plans": json.dumps(plans), "now": now, "isolate": isolate}
         )
-        out = await cur.fetchone()
     seen.update(r["id"] for r in fresh)  # only once committed: a failed batch is retried isolated
     report.batches += 1
     report.claimed += len(fresh)
-    for outcome in out["outcomes"] if out else []:
+    for outcome in outcomes or []:
         if "error" in outcome:
             report.errors += 1
             logger.error(
@@ -214,13 +210,7 @@ async def replan(conn: psycopg.AsyncConnection[Any], ids: list[int] | None = Non
     if now is None:
         now = await db_now(conn)
     async with conn.transaction():
-        cur = await conn.execute(
-            """SELECT * FROM agentlab_sched.schedules
-               WHERE replan IS NOT NULL AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
-               ORDER BY id FOR UPDATE""",
-            {"ids": ids},
-        )
-        rows = await cur.fetchall()
+        rows = await queries.rows(conn, "lock_replans", {"ids": ids})
         updates = []
         for row in rows:
             state = planner.ScheduleState.from_row(row)
@@ -228,20 +218,15 @@ async def replan(conn: psycopg.AsyncConnection[Any], ids: list[int] | None = Non
                 nxt = planner.next_after_change(state, now)
             except SchedError:
                 nxt = None
-            updates.append((nxt, row["id"], row["replan"]))
+            updates.append({"next_run_at": nxt, "id": row["id"], "replan": row["replan"]})
         if updates:
-            async with conn.cursor() as c:
-                await c.executemany(
-                    """UPDATE agentlab_sched.schedules SET next_run_at = %s, replan = NULL
-                       WHERE id = %s AND replan = %s""",
-                    updates,
-                )
+            await queries.execute_many(conn, "set_next_run", updates)
     return len(rows)
 
 
 async def register_tasks(conn: psycopg.AsyncConnection[Any], names: list[str]) -> None:
     """Record that a live worker runs these tasks (a fire for an unregistered task is refused)."""
-    await conn.execute("SELECT agentlab_sched.register_tasks(%s)", (sorted(set(names)),))
+    await queries.execute(conn, "register_tasks", {"names": sorted(set(names))})
 
 
 async def run_requests(
@@ -255,14 +240,7 @@ async def run_requests(
     """Carry out pending manual and backfill requests (from SQL `trigger()` / `backfill()`)."""
     settings = settings or Settings.from_env()
     results = []
-    cur = await conn.execute(
-        """SELECT r.id, r.kind, r.fire_at, r.until, r.inputs, to_jsonb(s) AS schedule
-           FROM agentlab_sched.fire_requests r JOIN agentlab_sched.schedules s ON s.id = r.schedule_id
-           WHERE r.done_at IS NULL AND (%s::bigint IS NULL OR r.id = %s)
-           ORDER BY r.id LIMIT 100""",
-        (request_id, request_id),
-    )
-    pending = await cur.fetchall()
+    pending = await queries.rows(conn, "pending_requests", {"request_id": request_id})
     if report is not None:
         report.round_trips += 1
     for req in pending:
@@ -284,12 +262,12 @@ async def _carry_out(conn: psycopg.AsyncConnection[Any], req: dict[str, Any], se
     refusals: list[dict[str, Any] | None] = []
     for at in times:
         refusals.append(await _resolve(schedule, at, req["kind"], settings.locale, req["inputs"]))
-    cur = await conn.execute(
-        "SELECT agentlab_sched.carry_out_request(%s, %s, %s::jsonb, %s) AS result",
-        (req["id"], times, json.dumps(refusals), refusal),
+    result: dict[str, Any] | None = await queries.value(
+        conn,
+        "carry_out_request",
+        {"id": req["id"], "times": times, "refusals": json.dumps(refusals), "refusal": refusal},
     )
-    row = await cur.fetchone()
-    return row["result"] if row and row["result"] else {"request_id": req["id"], "fires": [], "error": None}
+    return result or {"request_id": req["id"], "fires": [], "error": None}
 
 
 def backfill_times(expr: str, tz: str, start: datetime, end: datetime, limit: int = BACKFILL_LIMIT) -> list[datetime]:
@@ -327,12 +305,11 @@ def _until(times: Any, end: datetime) -> Any:
         yield at
 
 
-async def _request(conn: psycopg.AsyncConnection[Any], sql: str, params: tuple[Any, ...]) -> int:
+async def _request(conn: psycopg.AsyncConnection[Any], name: str, params: dict[str, Any]) -> int:
+    """Write a fire request (statement ``name``); its id."""
     with errors.translated():
-        cur = await conn.execute(sql, params)
-    row = await cur.fetchone()
-    assert row is not None
-    return next(iter(row.values())) if isinstance(row, dict) else row[0]
+        request_id: int = await queries.value(conn, name, params)
+    return request_id
 
 
 async def trigger(
@@ -347,14 +324,10 @@ async def trigger(
     settings = settings or Settings.from_env()
     async with conn.transaction():
         rid = await _request(
-            conn,
-            "SELECT agentlab_sched.trigger(%s, %s::jsonb)",
-            (name, json.dumps(inputs) if inputs is not None else None),
+            conn, "request_trigger", {"name": name, "inputs": json.dumps(inputs) if inputs is not None else None}
         )
         if requested_by:
-            await conn.execute(
-                "UPDATE agentlab_sched.fire_requests SET requested_by = %s WHERE id = %s", (requested_by, rid)
-            )
+            await queries.execute(conn, "set_requested_by", {"requested_by": requested_by, "id": rid})
         [result] = await run_requests(conn, datetime.min, settings=settings, request_id=rid)
     return (await _outcomes(conn, result))[0]
 
@@ -370,26 +343,18 @@ async def backfill(
 ) -> list[FireOutcome]:
     """Fire one ``backfill`` fire per due time of ``name`` in [start, end]; refuse a range that is too large."""
     settings = settings or Settings.from_env()
-    cur = await conn.execute("SELECT cron, timezone FROM agentlab_sched.schedules WHERE name = %s", (name,))
-    row = await cur.fetchone()
+    row = await queries.one(conn, "schedule_cron", {"name": name})
     if row is None:
         raise NotFound("schedule.not_found", "name", name=name)
     backfill_times(row["cron"], row["timezone"], start, end)  # refuse before writing anything
     async with conn.transaction():
-        rid = await _request(conn, "SELECT agentlab_sched.backfill(%s, %s, %s)", (name, start, end))
+        rid = await _request(conn, "request_backfill", {"name": name, "start": start, "end": end})
         if requested_by:
-            await conn.execute(
-                "UPDATE agentlab_sched.fire_requests SET requested_by = %s WHERE id = %s", (requested_by, rid)
-            )
+            await queries.execute(conn, "set_requested_by", {"requested_by": requested_by, "id": rid})
         [result] = await run_requests(conn, datetime.min, settings=settings, request_id=rid)
     return await _outcomes(conn, result)
 
 
 async def _outcomes(conn: psycopg.AsyncConnection[Any], result: dict[str, Any]) -> list[FireOutcome]:
     ids = [f["fire_id"] for f in result["fires"] if f.get("fire_id")]
-    cur = await conn.execute(
-        "SELECT id, status, run_id::text AS run_id, fire_at, reason FROM agentlab_sched.fires WHERE id = ANY(%s) "
-        "ORDER BY fire_at, id",
-        (ids,),
-    )
-    return [FireOutcome(r["id"], r["status"], r["run_id"], r["fire_at"], r["reason"]) for r in await cur.fetchall()]
+    return await queries.rows(conn, "fire_outcomes", {"ids": ids}, FireOutcome)

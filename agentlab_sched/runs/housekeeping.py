@@ -19,6 +19,7 @@ from typing import Any
 
 import procrastinate
 
+from agentlab_sched.database import queries
 from agentlab_sched.database.connections import scheduler_connection
 from agentlab_sched.errors import SchedError
 from agentlab_sched.runs.lifecycle import parse_age
@@ -62,14 +63,14 @@ async def housekeeping(context: procrastinate.JobContext, timestamp: int) -> dic
     if keep is not None and now - _pruned_at.get(id(context.app), -PRUNE_EVERY) < PRUNE_EVERY:
         keep = None
     async with scheduler_connection(context.app, settings) as conn:
-        cur = await conn.execute(
-            "SELECT agentlab_sched.housekeeping(now(), %s::interval, %s::interval, %s::interval, %s) AS done",
-            (STALLED_AFTER, keep, ABORT_GRACE, PRUNE_BATCH),
+        done: dict[str, Any] = await queries.value(
+            conn,
+            "housekeeping",
+            {"stalled_after": STALLED_AFTER, "keep": keep, "abort_grace": ABORT_GRACE, "batch": PRUNE_BATCH},
         )
-        row = await cur.fetchone()
     if keep is not None:
         _pruned_at[id(context.app)] = now
-    done: dict[str, Any] = row["done"] if row else {}
+    done = done or {}
     if done.get("suspended") or done.get("timeouts"):
         logger.info("housekeeping: %s", done)
     return done

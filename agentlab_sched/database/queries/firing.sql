@@ -1,0 +1,77 @@
+-- Firing: the tick (claim, plan, apply), re-planning, manual and backfill requests, the precise loop.
+-- Run through agentlab_sched.database.queries; the functions called are in database/sql/40_firing.sql.
+
+-- name: db_now
+-- The database clock: one clock for all workers.
+SELECT clock_timestamp() AS now
+
+-- name: claim_due
+-- The schedules due at %(now)s and those to re-plan, at most %(batch)s, locked (SKIP LOCKED) for this tick.
+SELECT * FROM agentlab_sched.claim_due(%(now)s, %(batch)s)
+
+-- name: apply_plans
+-- Write the plans of one batch (ledger rows, runs, jobs, next_run_at); the outcome of each schedule.
+SELECT agentlab_sched.apply_plans(%(plans)s::jsonb, %(now)s, %(isolate)s) AS outcomes
+
+-- name: lock_replans
+-- The schedules whose next_run_at must be computed (replan set), optionally only %(ids)s, locked.
+SELECT * FROM agentlab_sched.schedules
+WHERE replan IS NOT NULL AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
+ORDER BY id FOR UPDATE
+
+-- name: set_next_run
+-- Store a re-planned next_run_at, unless the schedule was asked to re-plan differently meanwhile.
+UPDATE agentlab_sched.schedules SET next_run_at = %(next_run_at)s, replan = NULL
+WHERE id = %(id)s AND replan = %(replan)s
+
+-- name: register_tasks
+-- Record the tasks a live worker runs (a fire for an unregistered task is refused).
+SELECT agentlab_sched.register_tasks(%(names)s)
+
+-- name: pending_requests
+-- Manual and backfill requests not carried out yet (or only %(request_id)s), with their schedule.
+SELECT r.id, r.kind, r.fire_at, r.until, r.inputs, to_jsonb(s) AS schedule
+FROM agentlab_sched.fire_requests r JOIN agentlab_sched.schedules s ON s.id = r.schedule_id
+WHERE r.done_at IS NULL AND (%(request_id)s::bigint IS NULL OR r.id = %(request_id)s)
+ORDER BY r.id LIMIT 100
+
+-- name: carry_out_request
+-- Fire the due times of one request through the rules of every fire; its outcome.
+SELECT agentlab_sched.carry_out_request(%(id)s, %(times)s, %(refusals)s::jsonb, %(refusal)s) AS result
+
+-- name: request_trigger
+-- Ask for a manual fire of schedule %(name)s now; the request's id.
+SELECT agentlab_sched.trigger(%(name)s, %(inputs)s::jsonb) AS id
+
+-- name: request_backfill
+-- Ask for one backfill fire per due time of %(name)s in [%(start)s, %(end)s]; the request's id.
+SELECT agentlab_sched.backfill(%(name)s, %(start)s, %(end)s) AS id
+
+-- name: set_requested_by
+-- Who asked for a request (the CLI's user, a script's name).
+UPDATE agentlab_sched.fire_requests SET requested_by = %(requested_by)s WHERE id = %(id)s
+
+-- name: schedule_cron
+-- The cron and time zone of schedule %(name)s.
+SELECT cron, timezone FROM agentlab_sched.schedules WHERE name = %(name)s
+
+-- name: fire_outcomes
+-- The ledger rows %(ids)s, as the outcome of a trigger or a backfill.
+SELECT id AS fire_id, status, run_id::text AS run_id, fire_at, reason
+FROM agentlab_sched.fires WHERE id = ANY(%(ids)s) ORDER BY fire_at, id
+
+-- name: next_wake
+-- For the precise loop: seconds until the next due time, and whether something waits already.
+SELECT extract(epoch FROM min(next_run_at) - clock_timestamp()) AS wait,
+       EXISTS (SELECT 1 FROM agentlab_sched.schedules WHERE replan IS NOT NULL)
+       OR EXISTS (SELECT 1 FROM agentlab_sched.fire_requests WHERE done_at IS NULL) AS more
+FROM agentlab_sched.schedules WHERE enabled AND next_run_at IS NOT NULL
+
+-- name: listen_schedules
+-- Be woken by a change of schedules (the NOTIFY of the schedules triggers).
+LISTEN agentlab_sched_schedules
+
+-- name: housekeeping
+-- One round of housekeeping: suspended runs, timeouts, retention; what it did.
+SELECT agentlab_sched.housekeeping(now(), %(stalled_after)s::interval, %(keep)s::interval,
+                                   %(abort_grace)s::interval, %(batch)s) AS done
