@@ -1,4 +1,4 @@
-"""The cron language in Python: exact errors, names, macros, seconds, DOM/DOW, DST (docs/cron.md).
+"""The cron language in Python: exact errors, names, day forms, macros, intervals, seconds, DOM/DOW, DST (docs/cron.md).
 
 Pure: no database. ``BAD`` is shared with ``test_cron_sql.py``, which holds the SQL validator to it.
 """
@@ -6,11 +6,13 @@ Pure: no database. ``BAD`` is shared with ``test_cron_sql.py``, which holds the 
 from __future__ import annotations
 
 import bisect
+import calendar
 import itertools
 import json
+import random
 import string
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -50,14 +52,21 @@ def take(expr: str, tz: str, start: datetime, n: int) -> list[datetime]:
 # Errors: code, params, exact words in en and zh-CN (shared with the SQL validator's tests)
 # --------------------------------------------------------------------------------------------------
 
-UNSUPPORTED_EN = (
-    "is not supported (L, W, # and ? are not part of this cron language; use numbers, names, ranges, lists and steps)"
-)
-UNSUPPORTED_ZH = "(本系统的 cron 不支持 L、W、# 和 ?,请使用数字、名称、范围、列表和步长)"
 MALFORMED_EN = "is malformed (write a, a-b, */n, a-b/n or a/n)"
 MALFORMED_ZH = "格式不对(应写作 a、a-b、*/n、a-b/n 或 a/n)"
-MACROS_EN = "(known: @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly)"
-MACROS_ZH = "(可用:@yearly、@annually、@monthly、@weekly、@daily、@midnight、@hourly)"
+MACROS_EN = "(known: @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly, @every)"
+MACROS_ZH = "(可用:@yearly、@annually、@monthly、@weekly、@daily、@midnight、@hourly、@every)"
+MISPLACED_EN = (
+    "does not belong here (L, L-n, LW, nW and $ are for day-of-month; dL and d#n for day-of-week;"
+    " ? for either day field)"
+)
+MISPLACED_ZH = "(L、L-n、LW、nW 和 $ 只用于「日」,dL 和 d#n 只用于「周」,? 只用于这两个字段)"
+COMBINED_EN = "the L, W, # and $ forms stand alone, not in a range or with a step (a list is fine: 1,15,L)"
+COMBINED_ZH = "L、W、# 和 $ 的写法只能单独使用,不能放进范围或加步长(可以写成列表,如 1,15,L)"
+EVERY_EN = "is malformed (write @every 90m, @every 1h30m or @every 90m from 00:15; units d, h, m, s)"
+EVERY_ZH = "格式不对(应写作 @every 90m、@every 1h30m 或 @every 90m from 00:15;单位为 d、h、m、s)"
+ANCHOR_EN = "after from, write a time HH:MM[:SS] or a date and time YYYY-MM-DD HH:MM[:SS]"
+ANCHOR_ZH = "中 from 之后应写时刻 HH:MM[:SS] 或日期时间 YYYY-MM-DD HH:MM[:SS]"
 
 #: (expression, code, English, Chinese)
 BAD: list[tuple[str, str, str, str]] = [
@@ -141,19 +150,96 @@ BAD: list[tuple[str, str, str, str]] = [
         "day-of-week: MON, has an empty list item",
         "「周」的取值 MON, 中有空的列表项",
     ),
-    # Quartz extensions
-    ("0 0 L * *", "cron.unsupported", f"day-of-month: L {UNSUPPORTED_EN}", f"「日」不支持 L{UNSUPPORTED_ZH}"),
-    ("0 0 lw * *", "cron.unsupported", f"day-of-month: lw {UNSUPPORTED_EN}", f"「日」不支持 lw{UNSUPPORTED_ZH}"),
-    ("0 0 15W * *", "cron.unsupported", f"day-of-month: 15W {UNSUPPORTED_EN}", f"「日」不支持 15W{UNSUPPORTED_ZH}"),
-    ("0 0 * * 5L", "cron.unsupported", f"day-of-week: 5L {UNSUPPORTED_EN}", f"「周」不支持 5L{UNSUPPORTED_ZH}"),
+    # the day forms where they do not belong, combined, or misspelt: each names itself
+    ("0 L * * *", "cron.special_misplaced", f"hour: L {MISPLACED_EN}", f"「时」中不能写 L{MISPLACED_ZH}"),
+    ("0 0 * * L", "cron.special_misplaced", f"day-of-week: L {MISPLACED_EN}", f"「周」中不能写 L{MISPLACED_ZH}"),
+    ("0 0 * * 15W", "cron.special_misplaced", f"day-of-week: 15W {MISPLACED_EN}", f"「周」中不能写 15W{MISPLACED_ZH}"),
+    ("0 0 5#2 * *", "cron.special_misplaced", f"day-of-month: 5#2 {MISPLACED_EN}", f"「日」中不能写 5#2{MISPLACED_ZH}"),
+    ("0 0 5L * *", "cron.special_misplaced", f"day-of-month: 5L {MISPLACED_EN}", f"「日」中不能写 5L{MISPLACED_ZH}"),
+    ("0 0 * $ *", "cron.special_misplaced", f"month: $ {MISPLACED_EN}", f"「月」中不能写 ${MISPLACED_ZH}"),
+    ("0 ? * * *", "cron.special_misplaced", f"hour: ? {MISPLACED_EN}", f"「时」中不能写 ?{MISPLACED_ZH}"),
+    ("0 0 1-L * *", "cron.special_combined", f"day-of-month: 1-L: {COMBINED_EN}", f"「日」的 1-L:{COMBINED_ZH}"),
+    ("0 0 L/2 * *", "cron.special_combined", f"day-of-month: L/2: {COMBINED_EN}", f"「日」的 L/2:{COMBINED_ZH}"),
     (
-        "0 0 * * MON#2",
-        "cron.unsupported",
-        f"day-of-week: MON#2 {UNSUPPORTED_EN}",
-        f"「周」不支持 MON#2{UNSUPPORTED_ZH}",
+        "0 0 * * MON-FRI#2",
+        "cron.special_combined",
+        f"day-of-week: MON-FRI#2: {COMBINED_EN}",
+        f"「周」的 MON-FRI#2:{COMBINED_ZH}",
     ),
-    ("0 0 ? * MON", "cron.unsupported", f"day-of-month: ? {UNSUPPORTED_EN}", f"「日」不支持 ?{UNSUPPORTED_ZH}"),
+    (
+        "0 0 ?,1 * *",
+        "cron.question_alone",
+        "day-of-month: in ?,1, ? stands for the whole field (like *) and cannot be combined with other values",
+        "「日」的 ?,1 中,? 表示整个字段(同 *),不能与其他值组合",
+    ),
+    (
+        "H * * * *",
+        "cron.hashed",
+        "minute: H is not supported (H and R, hashed or random values, are a Jenkins and croniter extension;"
+        " write the value)",
+        "「分」不支持 H(H 和 R 是 Jenkins 与 croniter 的散列或随机取值扩展,请写出具体的值)",
+    ),
+    (
+        "0 0 L-31 * *",
+        "cron.last_offset",
+        "day-of-month: L-31 is malformed (write L-n with n from 1 to 30: n days before the last day of the month)",
+        "「日」的 L-31 格式不对(应写作 L-n,n 取 1 到 30,表示月末前第 n 天)",
+    ),
+    (
+        "0 0 * * 5#6",
+        "cron.nth_out_of_range",
+        "day-of-week: 5#6 is malformed (write d#n with n from 1 to 5: 5#2 is the second Friday of the month)",
+        "「周」的 5#6 格式不对(应写作 d#n,n 取 1 到 5,如 5#2 表示当月第二个星期五)",
+    ),
+    (
+        "0 0 * * L5",
+        "cron.l_prefix",
+        "day-of-week: L5 is croniter's spelling; write 5L (the last such weekday of the month)",
+        "「周」的 L5 是 croniter 的写法,请写作 5L(当月最后一个该星期几)",
+    ),
+    (
+        "0 9 W15 * *",
+        "cron.w_prefix",
+        "day-of-month: W15 is croniter's spelling; write 15W (the weekday nearest that day of the month)",
+        "「日」的 W15 是 croniter 的写法,请写作 15W(离当月该日最近的工作日)",
+    ),
+    ("0 0 32W * *", "cron.out_of_range", "day-of-month: 32 is outside 1-31", "「日」的取值 32 超出 1-31"),
+    ("0 0 * * 8#2", "cron.out_of_range", "day-of-week: 8 is outside 0-7", "「周」的取值 8 超出 0-7"),
+    # intervals
+    (
+        "60 seconds",
+        "cron.seconds_interval",
+        "cron: 60 seconds is not an interval in seconds (pg_cron's form takes a whole number from 1 to 59,"
+        " e.g. 30 seconds; for longer intervals write @every 90s)",
+        "cron 表达式「60 seconds」不是有效的秒级间隔(pg_cron 的写法是 1 到 59 的整数,如 30 seconds;"
+        "更长的间隔请写 @every 90s)",
+    ),
+    ("@every 90x", "cron.every_malformed", f"cron: @every 90x {EVERY_EN}", f"cron 表达式「@every 90x」{EVERY_ZH}"),
+    (
+        "@every 0s",
+        "cron.every_out_of_range",
+        "cron: @every 0s: the interval must be from 1 second to 366 days",
+        "cron 表达式「@every 0s」的间隔应在 1 秒到 366 天之间",
+    ),
+    (
+        "@every 90m from 25:00",
+        "cron.every_anchor",
+        f"cron: @every 90m from 25:00: {ANCHOR_EN}",
+        f"cron 表达式「@every 90m from 25:00」{ANCHOR_ZH}",
+    ),
     # days that never come
+    (
+        "0 0 L-30 2 *",
+        "cron.day_never",
+        "day-of-month: L-30 never occurs in month 2",
+        "「日」的取值 L-30 在月份 2 中从不出现",
+    ),
+    (
+        "0 0 31W 4 *",
+        "cron.day_never",
+        "day-of-month: 31W never occurs in month 4",
+        "「日」的取值 31W 在月份 4 中从不出现",
+    ),
     (
         "0 0 30 2 *",
         "cron.day_never",
@@ -300,10 +386,14 @@ def test_names_ranges_and_steps(named: str, numbered: str) -> None:
     assert take(named, "UTC", START, 12) == take(numbered, "UTC", START, 12)
 
 
-def test_canonical_form_for_cronsim() -> None:
+def test_canonical_form() -> None:
     assert parse("*/15 9-11 * JAN-MAR MON-FRI").canonical == "0 */15 9,10,11 * 1,2,3 1,2,3,4,5"
     assert parse("0 0 * * * */10").canonical == "*/10 0 0 * * *"
     assert parse("0 0 */2,15 * 5").canonical == "0 0 0 */2,15 * 5"
+    assert parse("0 0 l-3,$,lw,15w * ?").canonical == "0 0 0 L-3,L,LW,15W * *"
+    assert parse("0 0 ? * fri#2,SUNL,7L,SAT-SUN").canonical == "0 0 0 * * 5#2,0L,0L,6,7"
+    assert parse("@every 1h30m from 00:15").canonical == "@every 5400s from 2000-01-01T00:15:00"
+    assert parse("30 seconds").canonical == "@every 30s from 2000-01-01T00:00:00"
 
 
 def test_seconds_field_is_last() -> None:
@@ -452,12 +542,16 @@ def test_unknown_time_zone_message() -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# DST (docs/cron.md): fixed times once, at the first instant after a gap and the first occurrence in a
-# repeated hour; wildcard and stepped hours follow real elapsed time. Never twice, never skipped.
+# DST: a fixed hour's fires once, at the first instant after a gap and the first occurrence in a
+# repeated hour (or as the schedule's dst_gap / dst_repeat say); a schedule that fires more often
+# than hourly within the hour runs through both copies of a repeated hour (Vixie); wildcard and
+# stepped hours follow real elapsed time. Never twice, never an hour of silence.
 # --------------------------------------------------------------------------------------------------
 
 # 2026 transitions: New York 03-08 07:00 UTC (02:00 EST -> 03:00 EDT), 11-01 06:00 UTC (02:00 EDT ->
-# 01:00 EST); Berlin 03-29 01:00 UTC (02:00 CET -> 03:00 CEST), 10-25 01:00 UTC (03:00 CEST -> 02:00 CET).
+# 01:00 EST); Berlin 03-29 01:00 UTC (02:00 CET -> 03:00 CEST), 10-25 01:00 UTC (03:00 CEST -> 02:00 CET);
+# Riga 03-29 01:00 UTC (03:00 EET -> 04:00 EEST), 10-25 01:00 UTC (04:00 EEST -> 03:00 EET).
+RIGA = "Europe/Riga"
 DST_FIXED = [
     # (expression, zone, from (UTC), the next fires (UTC))
     ("30 2 * * *", NY, "2026-03-07 00:00", ["03-07 07:30:00", "03-08 07:00:00", "03-09 06:30:00"]),
@@ -469,9 +563,17 @@ DST_FIXED = [
     # six fields (seconds last) follow the same rule
     ("30 2 * * * 0", NY, "2026-03-07 00:00", ["03-07 07:30:00", "03-08 07:00:00", "03-09 06:30:00"]),
     ("30 1 * * * 0", NY, "2026-10-31 00:00", ["10-31 05:30:00", "11-01 05:30:00", "11-02 06:30:00"]),
-    # several fixed times in the gap fire once, at the jump; in the repeated hour, the first half only
+    # several fixed times in the gap fire once, at the jump
     ("0,30 2 * * *", NY, "2026-03-08 06:00", ["03-08 07:00:00", "03-09 06:00:00"]),
-    ("*/20 1 * * *", NY, "2026-11-01 04:00", ["11-01 05:00:00", "11-01 05:20:00", "11-01 05:40:00", "11-02 06:00:00"]),
+    # more often than hourly within the hour: both copies of the repeated hour (Vixie), an hour apart
+    (
+        "*/20 1 * * *",
+        NY,
+        "2026-11-01 04:00",
+        ["11-01 05:00:00", "11-01 05:20:00", "11-01 05:40:00", "11-01 06:00:00", "11-01 06:20:00", "11-01 06:40:00"],
+    ),
+    ("0,30 1 * * *", NY, "2026-11-01 04:00", ["11-01 05:00:00", "11-01 05:30:00", "11-01 06:00:00", "11-01 06:30:00"]),
+    ("30 1 * * * 0,30", NY, "2026-11-01 05:00", ["11-01 05:30:00", "11-01 05:30:30", "11-01 06:30:00"]),
 ]
 
 
@@ -479,6 +581,73 @@ DST_FIXED = [
 def test_fixed_time_at_dst(expr: str, tz: str, start: str, expected: list[str]) -> None:
     assert parse(expr).fixed_time
     assert fmt(take(expr, tz, utc(start), len(expected))) == expected
+
+
+def test_every_minute_in_fixed_hours_runs_through_both_copies_of_the_repeated_hour() -> None:
+    # the case that went silent for an hour: * 1-6 * * * in Riga keeps firing through the second 03:xx
+    c = parse("* 1-6 * * *")
+    assert c.fixed_time and c.sub_hourly
+    begin, end = local("2026-10-25 00:00", RIGA), local("2026-10-25 07:00", RIGA)
+    fires = list(_until(c.iter_from(begin, RIGA), end))
+    assert len(fires) == 7 * 60  # 01:00-06:59 is seven real hours that night: every minute of them
+    assert {b - a for a, b in itertools.pairwise(fires)} == {timedelta(minutes=1)}
+    second_copy = [t for t in fires if t.astimezone(ZoneInfo(RIGA)).fold == 1]
+    assert len(second_copy) == 60 and second_copy[0] == utc("2026-10-25 01:00")  # 03:00 EET
+    # the spring gap: 03:00-03:59 does not exist; the fires before and after it lose nothing real
+    spring = list(_until(c.iter_from(local("2026-03-29 00:00", RIGA), RIGA), local("2026-03-29 07:00", RIGA)))
+    assert len(spring) == 5 * 60 and spring[0] == local("2026-03-29 01:00", RIGA)
+    assert fmt(spring[119:121]) == ["03-29 00:59:00", "03-29 01:00:00"]  # 02:59 EET, then 04:00 EEST
+
+
+def _until(it: Iterator[datetime], end: datetime) -> Iterator[datetime]:
+    for t in it:
+        if t >= end:
+            return
+        yield t
+
+
+def test_once_an_hour_or_more_often() -> None:
+    assert not parse("30 1 * * *").sub_hourly
+    assert not parse("30 1 * * * 15").sub_hourly
+    assert not parse("30/59 1 * * *").sub_hourly  # one value, however written
+    assert parse("*/20 1 * * *").sub_hourly
+    assert parse("0,30 1 * * *").sub_hourly
+    assert parse("30 1 * * * */10").sub_hourly
+    assert parse("* 1-6 * * *").sub_hourly
+
+
+DST_POLICY = [
+    # (expression, zone, dst_gap, dst_repeat, from (UTC), the next fires (UTC))
+    ("30 2 * * *", NY, "skip", "first", "2026-03-07 00:00", ["03-07 07:30:00", "03-09 06:30:00"]),
+    ("0,30 2 * * *", NY, "skip", "first", "2026-03-08 00:00", ["03-09 06:00:00"]),
+    ("30 1 * * *", NY, "shift", "last", "2026-10-31 12:00", ["11-01 06:30:00", "11-02 06:30:00"]),
+    ("30 1 * * *", NY, "shift", "both", "2026-10-31 12:00", ["11-01 05:30:00", "11-01 06:30:00", "11-02 06:30:00"]),
+    ("30 2 * * *", BERLIN, "shift", "last", "2026-10-24 12:00", ["10-25 01:30:00", "10-26 01:30:00"]),
+    ("30 2 * * *", BERLIN, "skip", "both", "2026-03-28 12:00", ["03-30 00:30:00"]),
+    # the policies are for fixed-time fires: real-time schedules and sub-hourly ones are unchanged
+    ("0 */2 * * *", BERLIN, "skip", "last", "2026-10-24 21:30", ["10-24 22:00:00", "10-25 00:00:00", "10-25 01:00:00"]),
+    ("*/30 1 * * *", NY, "shift", "first", "2026-11-01 05:10", ["11-01 05:30:00", "11-01 06:00:00", "11-01 06:30:00"]),
+]
+
+
+@pytest.mark.parametrize(("expr", "tz", "gap", "repeat", "start", "expected"), DST_POLICY)
+def test_dst_gap_and_dst_repeat_policies(
+    expr: str, tz: str, gap: cron.DstGap, repeat: cron.DstRepeat, start: str, expected: list[str]
+) -> None:
+    c = parse(expr, dst_gap=gap, dst_repeat=repeat)
+    assert (c.dst_gap, c.dst_repeat) == (gap, repeat)
+    assert fmt(list(itertools.islice(c.iter_from(utc(start), tz), len(expected)))) == expected
+
+
+def test_dst_policy_is_part_of_the_parsed_expression() -> None:
+    assert parse("30 1 * * *") is parse("30 1 * * *", dst_gap="shift", dst_repeat="first")
+    assert parse("30 1 * * *", dst_repeat="both") is parse("30 1 * * *", dst_repeat="both")
+    assert parse("30 1 * * *", dst_repeat="both") != parse("30 1 * * *")
+    t = utc("2026-11-01 05:45")  # 01:45 EDT: the first 01:30 is behind, the second ahead
+    assert parse("30 1 * * *").next_after(t, NY) == utc("2026-11-02 06:30")
+    assert parse("30 1 * * *", dst_repeat="both").next_after(t, NY) == utc("2026-11-01 06:30")
+    with pytest.raises(ValueError, match="DST policy"):
+        parse("30 1 * * *", dst_repeat="twice")  # type: ignore[arg-type]
 
 
 DST_REAL = [
@@ -519,41 +688,50 @@ def test_wildcard_hours_keep_real_intervals_across_both_transitions() -> None:
             assert {b - a for a, b in itertools.pairwise(times)} == {timedelta(minutes=step)}, (tz, expr)
 
 
-# The rule, checked by brute force over every minute of both transition days in both zones.
+# The rule, checked by brute force over every minute of both transition days in several zones.
 
-MATCHERS: dict[str, Callable[[int, int], bool]] = {  # (hour, minute) -> due?
-    "30 2 * * *": lambda h, m: (h, m) == (2, 30),
-    "30 1 * * *": lambda h, m: (h, m) == (1, 30),
-    "15 2,3 * * *": lambda h, m: m == 15 and h in (2, 3),
-    "*/10 1-2 * * *": lambda h, m: m % 10 == 0 and h in (1, 2),
-    "*/30 * * * *": lambda h, m: m % 30 == 0,
-    "0 * * * *": lambda h, m: m == 0,
-    "45 * * * *": lambda h, m: m == 45,
-    "0 */2 * * *": lambda h, m: m == 0 and h % 2 == 0,
-    "20 1-23/2 * * *": lambda h, m: m == 20 and h % 2 == 1,
-    "0 0 * * *": lambda h, m: (h, m) == (0, 0),
-    "30 23 * * *": lambda h, m: (h, m) == (23, 30),
+#: expression -> ((hour, minute) -> due?, whether the hour field is fixed). Whether it fires more often
+#: than hourly is read off the matcher, not the implementation.
+MATCHERS: dict[str, tuple[Callable[[int, int], bool], bool]] = {
+    "30 2 * * *": (lambda h, m: (h, m) == (2, 30), True),
+    "30 1 * * *": (lambda h, m: (h, m) == (1, 30), True),
+    "30 3 * * *": (lambda h, m: (h, m) == (3, 30), True),
+    "15 2,3 * * *": (lambda h, m: m == 15 and h in (2, 3), True),
+    "*/10 1-2 * * *": (lambda h, m: m % 10 == 0 and h in (1, 2), True),
+    "0,30 1 * * *": (lambda h, m: m in (0, 30) and h == 1, True),
+    "* 1-6 * * *": (lambda h, m: 1 <= h <= 6, True),
+    "*/30 * * * *": (lambda h, m: m % 30 == 0, False),
+    "0 * * * *": (lambda h, m: m == 0, False),
+    "45 * * * *": (lambda h, m: m == 45, False),
+    "0 */2 * * *": (lambda h, m: m == 0 and h % 2 == 0, False),
+    "20 1-23/2 * * *": (lambda h, m: m == 20 and h % 2 == 1, False),
+    "0 0 * * *": (lambda h, m: (h, m) == (0, 0), True),
+    "30 23 * * *": (lambda h, m: (h, m) == (23, 30), True),
 }
 SECOND = timedelta(seconds=1)
 TRANSITIONS = [(NY, "2026-03-08"), (NY, "2026-11-01"), (BERLIN, "2026-03-29"), (BERLIN, "2026-10-25")]
+TRANSITIONS += [(RIGA, "2026-03-29"), (RIGA, "2026-10-25")]  # at 03:00 / 04:00 local
+TRANSITIONS += [("Australia/Sydney", "2026-04-05"), ("Australia/Sydney", "2026-10-04")]  # southern hemisphere
 TRANSITIONS += [("Australia/Lord_Howe", "2026-04-05"), ("Australia/Lord_Howe", "2026-10-04")]  # 30-minute DST
 TRANSITIONS += [("America/Santiago", "2026-04-05"), ("America/Santiago", "2026-09-06")]  # at midnight
+POLICIES: list[tuple[cron.DstGap, cron.DstRepeat]] = [("shift", "first"), ("skip", "last"), ("shift", "both")]
 
 
-def expected_fires(expr: str, tz: str, day: str) -> list[datetime]:
-    """Fires from the local midnight before ``day`` to the one after, by the rule of docs/cron.md."""
+def expected_fires(expr: str, tz: str, day: str, gap: str, repeat: str) -> list[datetime]:
+    """Fires from the local midnight before ``day`` to the one after, by the rule in docs/cron.md."""
     zone = ZoneInfo(tz)
-    due = MATCHERS[expr]
+    due, fixed_hour = MATCHERS[expr]
+    sub_hourly = any(sum(due(h, m) for m in range(60)) > 1 for h in range(24))
     begin = local(f"{day} 00:00", tz) - timedelta(days=1)
     end = local(f"{day} 00:00", tz) + timedelta(days=2)
     real_minutes = (end.astimezone(UTC) - begin.astimezone(UTC)) // timedelta(minutes=1)
     minutes = [begin.astimezone(UTC) + timedelta(minutes=i) for i in range(real_minutes)]
-    if not parse(expr).fixed_time:  # real time: every instant whose local time matches
+    if not fixed_hour:  # real time: every instant whose local time matches
         return [t for t in minutes if due(t.astimezone(zone).hour, t.astimezone(zone).minute)]
     walls = [t.astimezone(zone).replace(tzinfo=None) for t in minutes]
-    first: dict[datetime, datetime] = {}
+    occurrences: dict[datetime, list[datetime]] = {}
     for t, wall in zip(minutes, walls, strict=True):
-        first.setdefault(wall, t)
+        occurrences.setdefault(wall, []).append(t)
     highest = list(itertools.accumulate(walls, max))  # the clock's highest reading so far
     fires: set[datetime] = set()
     first_day = begin.replace(tzinfo=None)
@@ -561,24 +739,31 @@ def expected_fires(expr: str, tz: str, day: str) -> list[datetime]:
         wall = first_day + timedelta(minutes=i)
         if not due(wall.hour, wall.minute):
             continue
-        if wall in first:  # exists: its first occurrence
-            fires.add(first[wall])
-        else:  # in a gap: the first instant after the jump
+        seen = occurrences.get(wall)
+        if seen and (len(seen) == 1 or sub_hourly or repeat == "both"):
+            fires.update(seen)
+        elif seen:
+            fires.add(seen[0] if repeat == "first" else seen[-1])
+        elif gap == "shift":  # in a gap: the first instant after the jump
             fires.add(minutes[bisect.bisect_right(highest, wall)])
     return sorted(f for f in fires if begin <= f < end)
 
 
-@pytest.mark.parametrize("expr", list(MATCHERS))
-@pytest.mark.parametrize(("tz", "day"), TRANSITIONS)
-def test_dst_rule_by_brute_force(expr: str, tz: str, day: str) -> None:
-    expected = expected_fires(expr, tz, day)
+#: The policies change fixed-hour schedules only: real-time ones are checked under the default.
+BRUTE_FORCE = [
+    (expr, tz, day, gap, repeat)
+    for tz, day in TRANSITIONS
+    for expr, (_, fixed_hour) in MATCHERS.items()
+    for gap, repeat in (POLICIES if fixed_hour else POLICIES[:1])
+]
+
+
+@pytest.mark.parametrize(("expr", "tz", "day", "gap", "repeat"), BRUTE_FORCE)
+def test_dst_rule_by_brute_force(expr: str, tz: str, day: str, gap: cron.DstGap, repeat: cron.DstRepeat) -> None:
+    expected = expected_fires(expr, tz, day, gap, repeat)
     begin = local(f"{day} 00:00", tz) - timedelta(days=1)
-    c = parse(expr)
-    got = []
-    for t in c.iter_from(begin, tz, inclusive=True):
-        if t >= expected[-1] + timedelta(minutes=1):
-            break
-        got.append(t)
+    c = parse(expr, dst_gap=gap, dst_repeat=repeat)
+    got = list(_until(c.iter_from(begin, tz, inclusive=True), expected[-1] + timedelta(minutes=1)))
     assert fmt(got) == fmt(expected)
     assert len(set(got)) == len(got)  # never twice
     # next/latest/previous agree with the sequence from any instant around the transition (every 7
@@ -587,7 +772,7 @@ def test_dst_rule_by_brute_force(expr: str, tz: str, day: str) -> None:
     probes = [night + timedelta(minutes=7 * i) for i in range(6 * 60 // 7)]
     probes += [
         f + d for f in expected if night <= f < night + timedelta(hours=6) for d in (-SECOND, 0 * SECOND, SECOND)
-    ]
+    ][:: 7 if len(expected) > 1000 else 1]
     for t in probes:
         after = [f for f in expected if f > t]
         if after and after[0] < expected[-1]:
@@ -597,6 +782,122 @@ def test_dst_rule_by_brute_force(expr: str, tz: str, day: str) -> None:
         if before and before[0] > expected[0]:
             assert c.latest_at_or_before(t, tz) == before[-1], t
             assert c.previous_before(t, tz) == [f for f in expected if f < t][-1], t
+
+
+# --------------------------------------------------------------------------------------------------
+# Intervals: @every <duration> [from <anchor>] and pg_cron's 'N seconds', in real elapsed time
+# --------------------------------------------------------------------------------------------------
+
+
+def test_every_ninety_minutes_from_a_quarter_past_midnight() -> None:
+    c = parse("@every 90m from 00:15")
+    assert (c.every, c.anchor) == (timedelta(minutes=90), datetime(2000, 1, 1, 0, 15))
+    fires = take("@every 90m from 00:15", SHANGHAI, local("2026-05-01 00:00", SHANGHAI), 17)
+    clock = [t.astimezone(ZoneInfo(SHANGHAI)).strftime("%H:%M") for t in fires]
+    assert clock[:4] == ["00:15", "01:45", "03:15", "04:45"]
+    assert fires[16].astimezone(ZoneInfo(SHANGHAI)).strftime("%m-%d %H:%M") == "05-02 00:15"  # 16 a day
+    assert c.latest_at_or_before(local("2026-05-01 03:14", SHANGHAI), SHANGHAI) == local("2026-05-01 01:45", SHANGHAI)
+    assert c.previous_before(local("2026-05-01 01:45", SHANGHAI), SHANGHAI) == local("2026-05-01 00:15", SHANGHAI)
+
+
+def test_an_interval_keeps_real_time_through_dst() -> None:
+    # Riga: 00:15 on the winter anchor date; real time through both transitions, an hour later in summer
+    for day in ("2026-03-29", "2026-10-25"):
+        fires = take("@every 90m", RIGA, local(f"{day} 00:00", RIGA), 40)
+        assert {b - a for a, b in itertools.pairwise(fires)} == {timedelta(minutes=90)}
+    summer = take("@every 90m from 00:15", RIGA, local("2026-07-01 00:00", RIGA), 1)[0]
+    assert summer.astimezone(ZoneInfo(RIGA)).strftime("%H:%M %Z") == "01:15 EEST"
+    winter = take("@every 90m from 00:15", RIGA, local("2026-12-01 00:00", RIGA), 1)[0]
+    assert winter.astimezone(ZoneInfo(RIGA)).strftime("%H:%M %Z") == "00:15 EET"
+
+
+def test_every_with_a_date_anchor() -> None:
+    fires = take("@every 14d from 2026-01-05 09:00", SHANGHAI, utc("2026-01-01 00:00"), 3)
+    assert [t.astimezone(ZoneInfo(SHANGHAI)).strftime("%a %m-%d %H:%M") for t in fires] == [
+        "Mon 01-05 09:00",
+        "Mon 01-19 09:00",
+        "Mon 02-02 09:00",
+    ]
+    # before the anchor too: the anchor fixes the phase, it is not a start
+    before = parse("@every 14d from 2026-01-05 09:00").previous_before(fires[0], SHANGHAI)
+    assert before == fires[0] - timedelta(days=14)
+
+
+@pytest.mark.parametrize(
+    ("expr", "every"),
+    [
+        ("30 seconds", 30),
+        ("1 second", 1),
+        ("59 SECONDS", 59),
+        ("  5\tseconds ", 5),
+        ("@every 45s", 45),
+        ("@EVERY 1d2h3m4s", 93784),
+        ("@every 1h30m", 5400),
+        ("@every 366d", 366 * 86400),
+    ],
+)
+def test_interval_forms(expr: str, every: int) -> None:
+    c = parse(expr)
+    assert c.every == timedelta(seconds=every) and not c.fixed_time
+    fires = take(expr, NY, utc("2026-03-08 06:59:50"), 3)
+    assert {b - a for a, b in itertools.pairwise(fires)} == {timedelta(seconds=every)}
+    assert all(int((f - utc("2000-01-01 05:00")).total_seconds()) % every == 0 for f in fires)  # anchored
+
+
+def test_pg_cron_seconds_are_aligned_to_the_minute() -> None:
+    assert fmt(take("30 seconds", BERLIN, utc("2026-01-01 00:00:10"), 3)) == [
+        "01-01 00:00:30",
+        "01-01 00:01:00",
+        "01-01 00:01:30",
+    ]
+    # not */7 in the seconds field (which restarts every minute): 7 real seconds apart, counted from 2000-01-01
+    assert fmt(take("7 seconds", "UTC", utc("2026-01-01 00:00"), 3)) == [
+        "01-01 00:00:05",
+        "01-01 00:00:12",
+        "01-01 00:00:19",
+    ]
+    assert parse("10 seconds").upcoming(utc("2026-01-01 00:00"), NY, 2)[0].note is None
+
+
+MALFORMED_INTERVALS = ["@every", "@every 90", "@every 1m1h", "@every 90m from", "@every 90m since 00:15", "@every -5m"]
+MALFORMED_INTERVALS += ["@every 5 m", "@every 1.5h", "@every 90m 00:15"]
+
+
+@pytest.mark.parametrize("expr", MALFORMED_INTERVALS)
+def test_malformed_intervals(expr: str) -> None:
+    assert (problem_of(expr) or {}).get("code") == "cron.every_malformed"
+
+
+BAD_ANCHORS = [
+    "@every 90m from 24:00",
+    "@every 90m from 2026-02-29 00:00",
+    "@every 90m from 0000-01-01 00:00",
+    "@every 90m from 9:5",
+    "@every 90m from 2026-01-05 09:00 x",
+    "@every 90m from 2026-01-05t09:00",
+    "@every 90m from noon",
+]
+GOOD_ANCHORS = ["@every 90m from 9:05", "@every 1h from 7:30:15", "@every 1d from 2028-02-29T23:59:59"]
+
+
+@pytest.mark.parametrize("expr", BAD_ANCHORS)
+def test_bad_interval_anchors(expr: str) -> None:
+    assert (problem_of(expr) or {}).get("code") == "cron.every_anchor"
+
+
+@pytest.mark.parametrize("expr", GOOD_ANCHORS)
+def test_good_interval_anchors(expr: str) -> None:
+    assert problem_of(expr) is None
+
+
+def test_interval_bounds() -> None:
+    assert problem_of("@every 367d")["code"] == "cron.every_out_of_range"  # type: ignore[index]
+    assert problem_of("@every 99999999999999999999s")["code"] == "cron.every_out_of_range"  # type: ignore[index]
+    assert problem_of("@every 2028-02-29") is not None
+    assert problem_of("@every 1d from 2028-02-29 00:00") is None  # a leap day
+    assert problem_of("0 seconds")["code"] == "cron.seconds_interval"  # type: ignore[index]
+    assert problem_of("90 seconds")["code"] == "cron.seconds_interval"  # type: ignore[index]
+    assert problem_of("ſeconds 5") is not None and problem_of("5 ſeconds")["code"] == "cron.field_count"  # type: ignore[index]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -740,8 +1041,44 @@ COMPARISON: list[tuple[str, str, str, str, str, str]] = [
     ),
     # a wrap-around range: croniter accepts it; cronsim and the project refuse it
     ("0 0 * * FRI-MON", "UTC", "2026-01-01 00:00", "01-02 00:00, 01-03 00:00", E, E),
-    # Quartz L: both libraries accept it, the project does not
-    ("0 0 L * *", "UTC", "2026-01-01 00:00", "01-31 00:00, 02-28 00:00", "01-31 00:00, 02-28 00:00", E),
+    # the day forms: L in all three; croniter writes the last Friday L5, cronsim and the project 5L
+    (
+        "0 0 L * *",
+        "UTC",
+        "2026-01-01 00:00",
+        "01-31 00:00, 02-28 00:00",
+        "01-31 00:00, 02-28 00:00",
+        "01-31 00:00, 02-28 00:00",
+    ),
+    ("0 0 * * 5L", "UTC", "2026-01-01 00:00", E, "01-30 00:00, 02-27 00:00", "01-30 00:00, 02-27 00:00"),
+    ("0 0 * * L5", "UTC", "2026-01-01 00:00", "01-30 00:00, 02-27 00:00", E, E),
+    # LW: cronsim and the project; nW: croniter and the project; L-n: the project only
+    ("0 0 LW * *", "UTC", "2026-01-01 00:00", E, "01-30 00:00, 02-27 00:00", "01-30 00:00, 02-27 00:00"),
+    ("0 0 15W * *", "UTC", "2026-01-20 00:00", "02-16 00:00, 03-16 00:00", E, "02-16 00:00, 03-16 00:00"),
+    ("0 0 L-3 * *", "UTC", "2026-01-01 00:00", E, E, "01-28 00:00, 02-25 00:00"),
+    # 31W in a month without a 31st: croniter moves it to the 30th's weekday, the project skips the month
+    ("0 0 31W * *", "UTC", "2026-04-01 00:00", "04-30 00:00, 05-29 00:00", E, "05-29 00:00, 07-31 00:00"),
+    # d#n in all three; ? as * in croniter and the project
+    (
+        "0 0 * * 5#2",
+        "UTC",
+        "2026-01-01 00:00",
+        "01-09 00:00, 02-13 00:00",
+        "01-09 00:00, 02-13 00:00",
+        "01-09 00:00, 02-13 00:00",
+    ),
+    ("0 0 ? * MON", "UTC", "2026-01-01 00:00", "01-05 00:00, 01-12 00:00", E, "01-05 00:00, 01-12 00:00"),
+    # a range ending at Sunday: croniter and the project; cronsim refuses it as reversed
+    ("0 0 * * SAT-SUN", "UTC", "2026-01-01 00:00", "01-03 00:00, 01-04 00:00", E, "01-03 00:00, 01-04 00:00"),
+    # every 20 minutes in a fixed hour, in the repeated hour: both copies everywhere now (Vixie)
+    (
+        "*/20 1 * * *",
+        NY,
+        "2026-11-01 01:30",
+        "11-01 05:40, 11-01 06:00, 11-01 06:20",
+        "11-01 05:40, 11-01 06:00, 11-01 06:20",
+        "11-01 05:40, 11-01 06:00, 11-01 06:20",
+    ),
     # a step longer than the field: both libraries read */90 as 0, the project refuses it
     ("*/90 * * * *", "UTC", "2026-01-01 00:00", "01-01 01:00, 01-01 02:00", "01-01 01:00, 01-01 02:00", E),
     # macros: cronsim has none; the project expands them
@@ -831,6 +1168,20 @@ VALID = [
     "30 1 * * * 30",
     "@hourly",
     "@weekly",
+    "0 0 L * *",
+    "0 0 $ * *",
+    "0 9 L-3 * *",
+    "0 9 LW * *",
+    "0 9 15W * *",
+    "0 9 * * 5#2",
+    "0 9 * * FRIL",
+    "0 9 ? * MON",
+    "0 9 * * SAT-SUN",
+    "* 1-6 * * *",
+    "30 1 * * *",
+    "30 seconds",
+    "@every 90m from 00:15",
+    "@every 7d from 2026-01-05 09:00",
 ]
 
 
@@ -869,11 +1220,229 @@ def test_speed_of_next_after() -> None:
     assert per_call < 0.001, f"{per_call * 1e6:.0f} µs per next_after"
 
 
-def test_template_and_constructed_cronsim_agree() -> None:
-    c = parse("*/15 9-17 * * MON-FRI")
-    constructed = cron.Cron(c.expr, c.has_seconds, c.fixed_time, c.canonical, None)
-    t = utc("2026-03-06 20:00")
-    assert list(zip(range(40), c.iter_from(t, NY), strict=False)) == list(
-        zip(range(40), constructed.iter_from(t, NY), strict=False)
-    )
-    assert c.latest_at_or_before(t, NY) == constructed.latest_at_or_before(t, NY)
+# --------------------------------------------------------------------------------------------------
+# The day forms (L, L-n, LW, nW, d#n, dL, ?, ranges to Sunday): by definition, and against croniter and
+# cronsim on many generated expressions, wherever each library speaks the form
+# --------------------------------------------------------------------------------------------------
+
+DOM_ITEMS = st.one_of(
+    st.integers(1, 31).map(str),
+    st.sampled_from(["L", "LW", "$", "l", "lw"]),
+    st.integers(1, 31).map(lambda n: f"{n}W"),
+    st.integers(1, 30).map(lambda k: f"L-{k}"),
+)
+DOW_ITEMS = st.one_of(
+    st.integers(0, 7).map(str),
+    st.sampled_from(["MON", "sun", "SAT-SUN", "FRI-SUN", "MON-SUN", "1-5", "MON-FRI"]),
+    st.tuples(st.sampled_from([*map(str, range(8)), "FRI", "mon"]), st.integers(1, 5)).map(lambda t: f"{t[0]}#{t[1]}"),
+    st.sampled_from([*map(str, range(8)), "FRI", "sun"]).map(lambda d: f"{d}L"),
+)
+MONTHS = ["*", "*", "2", "JAN-MAR", "4,6,9,11", "2,12", "*/5"]
+
+
+@st.composite
+def day_expressions(draw: st.DrawFn) -> str:
+    """``minute hour dom month dow`` with the day forms in one day field, the other, or both."""
+    side = draw(st.sampled_from(["dom", "dow", "both"]))
+    dom = "*" if side == "dow" else ",".join(draw(st.lists(DOM_ITEMS, min_size=1, max_size=3)))
+    dow = "*" if side == "dom" else ",".join(draw(st.lists(DOW_ITEMS, min_size=1, max_size=3)))
+    if draw(st.booleans()):
+        dom, dow = ("?" if dom == "*" else dom), ("?" if dow == "*" else dow)
+    minute = draw(st.sampled_from(["0", "30", "*/20", "5,35"]))
+    hour = draw(st.sampled_from(["0", "9", "*/6", "9-17/4"]))
+    return f"{minute} {hour} {dom} {draw(st.sampled_from(MONTHS))} {dow}"
+
+
+def _days_by_definition(dom: str, month: str, dow: str, first: date, last: date) -> list[date]:
+    """The days ``dom month dow`` names, by the definitions in docs/cron.md (no cron library)."""
+    months = set(range(1, 13)) if month in ("*", "?") else {m for m in range(1, 13) if _month_matches(month, m)}
+    and_mode = dom in ("*", "?") or dow in ("*", "?")
+
+    def dom_ok(d: date) -> bool:
+        end = calendar.monthrange(d.year, d.month)[1]
+        weekdays = [x for x in range(1, end + 1) if date(d.year, d.month, x).weekday() < 5]
+        for item in dom.upper().replace("$", "L").split(","):
+            if item in ("*", "?") or (item.isdigit() and int(item) == d.day):
+                return True
+            if (item == "L" and d.day == end) or (item == "LW" and d.day == weekdays[-1]):
+                return True
+            if item.startswith("L-") and d.day == end - int(item[2:]):
+                return True
+            if item.endswith("W") and item[:-1].isdigit() and int(item[:-1]) <= end:
+                if d.day == min(weekdays, key=lambda x: abs(x - int(item[:-1]))):
+                    return True
+        return False
+
+    def dow_ok(d: date) -> bool:
+        end = calendar.monthrange(d.year, d.month)[1]
+        weekday = (d.weekday() + 1) % 7
+        names = {n: i for i, n in enumerate("SUN MON TUE WED THU FRI SAT".split())}
+
+        def day(text: str) -> int:
+            return names[text] if text in names else int(text) % 7
+
+        for item in dow.upper().split(","):
+            if item in ("*", "?"):
+                return True
+            if "#" in item:
+                if day(item.split("#")[0]) == weekday and (d.day - 1) // 7 + 1 == int(item.split("#")[1]):
+                    return True
+            elif item.endswith("L"):
+                if day(item[:-1]) == weekday and d.day + 7 > end:
+                    return True
+            elif "-" in item:
+                a, b = (names.get(x, x) for x in item.split("-"))
+                b = 7 if int(b) == 0 else int(b)
+                if weekday in {v % 7 for v in range(int(a), b + 1)}:
+                    return True
+            elif day(item) == weekday:
+                return True
+        return False
+
+    days = []
+    d = first
+    while d <= last:
+        if d.month in months and ((dom_ok(d) and dow_ok(d)) if and_mode else (dom_ok(d) or dow_ok(d))):
+            days.append(d)
+        d += timedelta(days=1)
+    return days
+
+
+def _month_matches(month: str, m: int) -> bool:
+    names = "JAN FEB MAR APR MAY JUN JUL AUG SEP OCT NOV DEC".split()
+    for item in month.split(","):
+        if item.startswith("*/"):
+            if (m - 1) % int(item[2:]) == 0:
+                return True
+        elif "-" in item:
+            a, b = (names.index(x) + 1 for x in item.split("-"))
+            if a <= m <= b:
+                return True
+        elif int(item) == m:
+            return True
+    return False
+
+
+DAY_FORMS = [
+    # (expression, from (UTC), the next days)
+    ("0 0 L * *", "2026-01-15", ["2026-01-31", "2026-02-28", "2026-03-31"]),
+    ("0 0 $ * *", "2028-02-01", ["2028-02-29", "2028-03-31"]),  # pg_cron's $ is L; a leap year
+    ("0 0 L-3 * *", "2026-01-15", ["2026-01-28", "2026-02-25", "2026-03-28"]),
+    ("0 0 L-30 * *", "2026-01-15", ["2026-03-01", "2026-05-01", "2026-07-01"]),  # only in 31-day months
+    ("0 0 LW * *", "2026-01-01", ["2026-01-30", "2026-02-27", "2026-03-31"]),  # Jan 31 is a Saturday
+    ("0 0 LW 5 *", "2026-01-01", ["2026-05-29"]),  # May 31 2026 is a Sunday
+    ("0 0 15W * *", "2026-02-01", ["2026-02-16", "2026-03-16", "2026-04-15"]),  # Feb 15 a Sunday, Mar 15 too
+    ("0 0 1W * *", "2026-07-15", ["2026-08-03", "2026-09-01"]),  # Aug 1 a Saturday: Monday the 3rd, not July
+    ("0 0 31W * *", "2026-04-01", ["2026-05-29", "2026-07-31", "2026-08-31"]),  # May 31 a Sunday: Friday the 29th
+    ("0 0 28W 2 *", "2026-01-01", ["2026-02-27", "2027-02-26"]),  # Saturday the 28th, Sunday the 28th
+    ("0 0 * * 5#2", "2026-01-01", ["2026-01-09", "2026-02-13", "2026-03-13"]),
+    ("0 0 * * MON#5", "2026-01-01", ["2026-03-30", "2026-06-29", "2026-08-31"]),
+    ("0 0 * * 7#1", "2026-01-01", ["2026-01-04", "2026-02-01"]),
+    ("0 0 * * 5L", "2026-01-01", ["2026-01-30", "2026-02-27", "2026-03-27"]),
+    ("0 0 * * SUNL", "2026-01-01", ["2026-01-25", "2026-02-22"]),
+    ("0 0 * * 5#2,5L", "2026-01-01", ["2026-01-09", "2026-01-30", "2026-02-13"]),
+    ("0 0 1 * 5#2", "2026-01-01", ["2026-01-09", "2026-02-01", "2026-02-13"]),  # OR, as plain day fields
+    ("0 0 ? * MON", "2026-01-01", ["2026-01-05", "2026-01-12"]),  # ? is *: AND, Mondays only
+    ("0 0 13 * ?", "2026-01-01", ["2026-01-13", "2026-02-13"]),
+    ("0 0 * * SAT-SUN", "2026-01-01", ["2026-01-03", "2026-01-04", "2026-01-10"]),
+    ("0 0 * * FRI-SUN", "2026-01-01", ["2026-01-02", "2026-01-03", "2026-01-04", "2026-01-09"]),
+    ("0 0 * * MON-SUN", "2026-01-01", ["2026-01-02", "2026-01-03", "2026-01-04"]),
+    ("0 0 * * 6-0", "2026-01-01", ["2026-01-03", "2026-01-04", "2026-01-10"]),
+    ("0 0 1,15,L * *", "2026-01-02", ["2026-01-15", "2026-01-31", "2026-02-01"]),
+]
+
+
+@pytest.mark.parametrize(("expr", "start", "days"), DAY_FORMS)
+def test_day_forms(expr: str, start: str, days: list[str]) -> None:
+    got = take(expr, "UTC", utc(f"{start} 00:00"), len(days))
+    assert [t.date().isoformat() for t in got] == days
+    assert problem_of(expr) is None
+
+
+@settings(max_examples=150, deadline=None)
+@given(day_expressions())
+def test_day_forms_by_definition(expr: str) -> None:
+    _, _, dom, month, dow = expr.split()
+    try:
+        c = parse(f"0 0 {dom} {month} {dow}")
+    except ValidationError as err:
+        assert err.code == "cron.day_never"
+        assert _days_by_definition(dom, month, dow, date(2024, 1, 1), date(2031, 12, 31)) == []
+        return
+    first, last = date(2024, 1, 1), date(2027, 12, 31)
+    expected = _days_by_definition(dom, month, dow, first, last)
+    got = [t.date() for t in _until(c.iter_from(utc("2023-12-31 12:00"), "UTC"), utc("2028-01-01 00:00"))]
+    assert got == expected
+
+
+def _croniter_spelling(expr: str) -> str | None:
+    """``expr`` as croniter writes it, or None where croniter lacks the form or reads it otherwise."""
+    minute, hour, dom, month, dow = expr.split()
+    dom_items, dow_items = dom.upper().split(","), dow.upper().split(",")
+    if any(i in ("LW", "$") or i.startswith("L-") for i in dom_items):
+        return None  # croniter has no LW, L-n or $
+    if any(i.endswith("W") and (len(dom_items) > 1 or int(i[:-1]) > 28) for i in dom_items):
+        return None  # croniter takes nW alone, and moves 31W into shorter months (they have no day 31)
+    special_dow = [("#" in i or i.endswith("L")) for i in dow_items]
+    if any(special_dow) and not all(special_dow):
+        return None  # croniter does not mix d#n / Ld with plain days
+    restricted = dom not in ("*", "?") and dow not in ("*", "?")
+    if restricted and (any(special_dow) or any(i.endswith("W") for i in dom_items)):
+        return None  # croniter intersects the two day fields there instead of OR
+    if month == "*/5":
+        return None
+    names = "SUN MON TUE WED THU FRI SAT".split()
+    dow = ",".join(f"L{names.index(i[:-1]) if i[:-1] in names else i[:-1]}" if i[-1] == "L" else i for i in dow_items)
+    return f"{minute} {hour} {dom} {month} {dow}"
+
+
+def _random_day_expression(rng: random.Random) -> str:
+    """The shapes of ``day_expressions``, drawn from a seeded generator (the same cases every run)."""
+
+    def dom_item() -> str:
+        kind = rng.randrange(4)
+        if kind == 0:
+            return str(rng.randint(1, 31))
+        if kind == 1:
+            return rng.choice(["L", "LW", "$", "l", "lw"])
+        return f"{rng.randint(1, 31)}W" if kind == 2 else f"L-{rng.randint(1, 30)}"
+
+    def dow_item() -> str:
+        kind = rng.randrange(4)
+        day = rng.choice([*map(str, range(8)), "FRI", "mon", "sun"])
+        if kind == 0:
+            return rng.choice([day, "SAT-SUN", "FRI-SUN", "MON-SUN", "1-5", "MON-FRI"])
+        return f"{day}#{rng.randint(1, 5)}" if kind == 1 else f"{day}L"
+
+    side = rng.choice(["dom", "dow", "both"])
+    dom = "*" if side == "dow" else ",".join(dom_item() for _ in range(rng.choice([1, 1, 2, 3])))
+    dow = "*" if side == "dom" else ",".join(dow_item() for _ in range(rng.choice([1, 1, 2, 3])))
+    if rng.random() < 0.3:
+        dom, dow = ("?" if dom == "*" else dom), ("?" if dow == "*" else dow)
+    minute, hour = rng.choice(["0", "30", "*/20", "5,35"]), rng.choice(["0", "9", "*/6", "9-17/4"])
+    return f"{minute} {hour} {dom} {rng.choice(MONTHS)} {dow}"
+
+
+def test_day_forms_agree_with_croniter_and_cronsim() -> None:
+    from croniter import croniter
+    from cronsim import CronSim
+
+    rng = random.Random(13)
+    compared = {"cronsim": 0, "croniter": 0}
+    for _ in range(600):
+        expr = _random_day_expression(rng)
+        if problem_of(expr) is not None:
+            continue
+        c = parse(expr)
+        start = datetime(2020, 1, 1) + timedelta(seconds=rng.randrange(10 * 365 * 86400))
+        ours = [t.replace(tzinfo=None) for t in itertools.islice(c.iter_from(start.replace(tzinfo=UTC), "UTC"), 8)]
+        if "W" not in c.canonical and "L-" not in c.canonical:  # cronsim has L, LW, d#n and dL
+            sim = CronSim(c.canonical, start)
+            assert [next(sim) for _ in range(8)] == ours, (expr, c.canonical)
+            compared["cronsim"] += 1
+        spelt = _croniter_spelling(expr)
+        if spelt is not None:
+            it = croniter(spelt, start)
+            assert [it.get_next(datetime) for _ in range(8)] == ours, (expr, spelt)
+            compared["croniter"] += 1
+    assert compared["cronsim"] > 150 and compared["croniter"] > 150, compared

@@ -21,7 +21,7 @@ from agentlab_sched import database as db
 from agentlab_sched.errors import ValidationError, from_database
 from agentlab_sched.schedules.cron import MACROS, check_timezone
 
-from .test_cron import BAD, VALID, problem_of
+from .test_cron import BAD, BAD_ANCHORS, GOOD_ANCHORS, MALFORMED_INTERVALS, VALID, problem_of
 
 
 @pytest.fixture(scope="module")
@@ -73,11 +73,19 @@ def test_sql_refuses_what_python_refuses_with_the_same_words(
         assert (rebuilt.code, rebuilt.field, rebuilt.message("en"), rebuilt.message("zh-CN")) == (code, "cron", en, zh)
 
 
-@pytest.mark.parametrize("expr", [*VALID, *MACROS, "@DAILY", " 0 9 * * MON-FRI ", "0\t9 * * mon-fri", "0 0 31 2 MON"])
+@pytest.mark.parametrize(
+    "expr",
+    [*VALID, *MACROS, "@DAILY", " 0 9 * * MON-FRI ", "0\t9 * * mon-fri", "0 0 31 2 MON", "0 0 L-30 2 MON", "@every 1s"],
+)
 def test_sql_accepts_what_python_accepts(sql: psycopg.Connection[Any], expr: str) -> None:
     assert problem_of(expr) is None
     assert sql_problem(sql, expr) is None
     sql.execute("SELECT agentlab_sched.check_cron(%s)", (expr,))
+
+
+@pytest.mark.parametrize("expr", [*MALFORMED_INTERVALS, *BAD_ANCHORS, *GOOD_ANCHORS])
+def test_sql_and_python_agree_on_these_intervals(sql: psycopg.Connection[Any], expr: str) -> None:
+    assert sql_problem(sql, expr) == problem_of(expr)
 
 
 def test_null_is_an_empty_expression(sql: psycopg.Connection[Any]) -> None:
@@ -108,26 +116,10 @@ _NAMES = [
     [],
 ]
 _ODD = [
-    "L",
-    "LW",
-    "15W",
-    "5L",
-    "FRIL",
-    "l",
-    "*",
-    "?",
-    "#",
-    "x",
-    "1.5",
-    "",
-    "-",
-    "０",
-    "٣",
-    "ı",
-    "ſ",
-    "Ⅻ",
-    "ﬀ",
-    "MONDAY",
+    *("L", "LW", "l", "lw", "$", "$W", "$-2", "L-3", "L-0", "L-30", "L-31", "L-x", "L-", "L-3-1", "15W", "15w"),
+    *("W15", "w1", "0W", "32W", "1W", "31W", "5L", "FRIL", "sunl", "7L", "8L", "L5", "LMON", "L#2", "5#2", "mon#5"),
+    *("5#6", "5#0", "5#", "#2", "8#1", "FRI#1#2", "5#x", "?", "#", "H", "h/5", "H(0-29)", "R", "R/2", "HOT"),
+    *("x", "1.5", "", "-", "０", "٣", "ı", "ſ", "Ⅻ", "ﬀ", "MONDAY", "*"),
 ]
 
 
@@ -155,7 +147,7 @@ def _item(idx: int) -> st.SearchStrategy[str]:
         s.map(lambda step: f"*/{step}"),
         st.tuples(v, v, s).map(lambda t: f"{t[0]}-{t[1]}/{t[2]}"),
         st.tuples(v, s).map("/".join),
-        st.text(alphabet="0123456789*/-,#?LWMONJAx", max_size=6),
+        st.text(alphabet="0123456789*/-,#?LWMONJAx$HRSU", max_size=6),
     )
 
 
@@ -166,13 +158,27 @@ def _field(idx: int) -> st.SearchStrategy[str]:
 def _valid_item(idx: int) -> st.SearchStrategy[str]:
     lo, hi = _LO[idx], _HI[idx]
     value = st.integers(lo, hi)
-    return st.one_of(
+    forms: list[st.SearchStrategy[str]] = [
         value.map(str),
         st.just("*"),
         st.integers(1, hi).map(lambda s: f"*/{s}"),
         st.tuples(value, value, st.integers(1, hi)).map(lambda t: f"{min(t[:2])}-{max(t[:2])}/{t[2]}"),
         st.sampled_from(_NAMES[idx] or ["*"]),
-    )
+    ]
+    if idx == 2:  # day-of-month forms
+        forms += [
+            st.sampled_from(["L", "LW", "$", "l", "$w"]),
+            st.integers(1, 30).map(lambda k: f"L-{k}"),
+            st.integers(1, 31).map(lambda n: f"{n}W"),
+        ]
+    if idx == 4:  # day-of-week forms and ranges to Sunday
+        day = st.one_of(st.integers(0, 7).map(str), st.sampled_from(["FRI", "sun", "Mon"]))
+        forms += [
+            st.tuples(day, st.integers(1, 5)).map(lambda t: f"{t[0]}#{t[1]}"),
+            day.map(lambda d: f"{d}L"),
+            st.sampled_from(["SAT-SUN", "FRI-SUN", "MON-SUN", "mon-0", "6-0/1", "1-SUN/2", "SUN-SUN"]),
+        ]
+    return st.one_of(*forms)
 
 
 FIELDS = [_field(i) for i in range(6)]
@@ -187,19 +193,114 @@ def expressions(draw: st.DrawFn) -> str:
     kinds = VALID_FIELDS if draw(st.booleans()) else FIELDS
     text = draw(st.sampled_from(["", " ", "\t"]))
     for i in range(count):
-        text += draw(kinds[min(i, 5)]) + draw(SEPARATORS)
+        field = draw(kinds[min(i, 5)])
+        if i in (2, 4) and draw(st.integers(0, 9)) == 0:
+            field = "?"  # ? alone in a day field
+        text += field + draw(SEPARATORS)
+    return text
+
+
+def _day_item(idx: int) -> st.SearchStrategy[str]:
+    odd = st.sampled_from(_ODD)
+    either = st.one_of(_valid_item(idx), odd)
+    return st.one_of(
+        _valid_item(idx),
+        odd,
+        st.tuples(either, either).map("-".join),
+        st.tuples(either, _step(idx)).map("/".join),
+    )
+
+
+@st.composite
+def day_expressions(draw: st.DrawFn) -> str:
+    """Five fields, spaces between, with the day forms (valid, misplaced, combined, misspelt) anywhere."""
+    fields = []
+    for idx in range(5):
+        kind = draw(st.integers(0, 9))
+        if kind < 6 or idx in (2, 4):
+            field = draw(st.lists(_day_item(idx) if kind < 8 else _valid_item(idx), min_size=1, max_size=3))
+            fields.append(",".join(field))
+        else:
+            fields.append(draw(VALID_FIELDS[idx]))
+    if draw(st.integers(0, 5)) == 0:
+        fields[draw(st.sampled_from([2, 4]))] = "?"
+    return " ".join(fields)
+
+
+DURATION = st.one_of(
+    st.sampled_from(["90m", "1h30m", "45s", "1d", "2h", "7d", "366d"]),
+    st.sampled_from(["90m", "1h30m", "45s", "1d", "2h", "7d", "366d"]),
+    st.lists(
+        st.tuples(
+            st.sampled_from(["0", "1", "5", "30", "90", "366", "367", "8784", "99999999999"]),
+            st.sampled_from("dhmsDHMSx"),
+        ),
+        min_size=1,
+        max_size=4,
+    ).map(lambda parts: "".join(n + u for n, u in parts)),
+    st.sampled_from(["", "90", "1h30m", "1d1h1m1s", "-5m", "5m5", "1.5h"]),
+)
+ANCHOR = st.one_of(
+    st.tuples(st.integers(0, 25), st.integers(0, 61), st.sampled_from(["", ":00", ":59", ":60", ":5"])).map(
+        lambda t: f"{t[0]:02d}:{t[1]:02d}{t[2]}"
+    ),
+    st.tuples(
+        st.sampled_from(["0000", "2000", "2026", "2028", "2100", "9999"]),
+        st.integers(0, 13),
+        st.integers(0, 32),
+        st.sampled_from([" ", "T", "t", "  "]),
+        st.sampled_from(["09:00", "23:59:59", "24:00", "9:00"]),
+    ).map(lambda t: f"{t[0]}-{t[1]:02d}-{t[2]:02d}{t[3]}{t[4]}"),
+    st.sampled_from(["noon", "9:5", "9:05", "7:30:15", "", "00:15 x", "2026-01-05", "123:00"]),
+)
+
+
+#: Mostly the separators that separate, sometimes one that does not.
+SPACE = st.one_of(st.sampled_from([" ", " ", "  ", "\t"]), SEPARATORS)
+
+
+@st.composite
+def intervals(draw: st.DrawFn) -> str:
+    """@every with a duration and maybe an anchor, and pg_cron's N seconds, valid or broken."""
+    if draw(st.booleans()):
+        number = draw(st.one_of(st.integers(-1, 61).map(str), st.sampled_from(["x", "05", "1.5", "0059", ""])))
+        word = draw(st.sampled_from(["seconds", "second", "SECONDS", "Seconds", "secs", "ſeconds", "seconds x"]))
+        return f"{number}{draw(SPACE)}{word}"
+    head = draw(st.sampled_from(["@every", "@EVERY", "@Every", "@every5m"]))
+    text = f"{head}{draw(SPACE)}{draw(DURATION)}"
+    if draw(st.integers(0, 3)):
+        word = draw(st.sampled_from(["from", "from", "FROM", "at", ""]))
+        text += f"{draw(SPACE)}{word}{draw(SPACE)}{draw(ANCHOR)}"
     return text
 
 
 MACRO_LIKE = st.sampled_from(
-    [*MACROS, "@reboot", "@Daily", "@HOURLY", " @weekly ", "@daily x", "@", "@dailyı", "@ daily"]
+    [
+        *MACROS,
+        "@reboot",
+        "@Daily",
+        "@HOURLY",
+        " @weekly ",
+        "@daily x",
+        "@",
+        "@dailyı",
+        "@ daily",
+        "@every",
+        "@everyı 5m",
+    ]
 )
 ANY_TEXT = st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=30)
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.one_of(expressions(), expressions(), MACRO_LIKE, ANY_TEXT))
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(expressions(), expressions(), day_expressions(), day_expressions(), intervals(), MACRO_LIKE, ANY_TEXT))
 def test_python_and_sql_agree_on_every_expression(sql: psycopg.Connection[Any], expr: str) -> None:
+    assert sql_problem(sql, expr) == problem_of(expr)
+
+
+@settings(max_examples=200, deadline=None)
+@given(intervals())
+def test_python_and_sql_agree_on_every_interval(sql: psycopg.Connection[Any], expr: str) -> None:
     assert sql_problem(sql, expr) == problem_of(expr)
 
 
@@ -303,10 +404,11 @@ def test_volatility(sql: psycopg.Connection[Any]) -> None:
     rows = sql.execute(
         "SELECT proname, provolatile FROM pg_proc WHERE pronamespace = 'agentlab_sched'::regnamespace"
         " AND proname IN ('cron_problem', 'check_cron', 'timezone_problem', 'check_timezone',"
-        " '_cron_field', '_cron_value', '_cron_problem') ORDER BY proname"
+        " '_cron_field', '_cron_field_check', '_cron_every_problem', '_cron_value', '_cron_problem') ORDER BY proname"
     ).fetchall()
     assert {r["proname"]: r["provolatile"] for r in rows} == {
-        "_cron_field": "i",
+        "_cron_every_problem": "i",
+        "_cron_field_check": "i",
         "_cron_problem": "i",
         "_cron_value": "i",
         "check_cron": "s",

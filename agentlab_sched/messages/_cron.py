@@ -22,8 +22,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "cron 表达式应有 5 或 6 个字段,「{expr}」有 {count} 个",
     ),
     "cron.macro_unknown": (
-        "cron: unknown macro {value} (known: @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly)",
-        "cron 表达式中的 {value} 不是可用的宏(可用:@yearly、@annually、@monthly、@weekly、@daily、@midnight、@hourly)",
+        "cron: unknown macro {value} (known: @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly, "
+        "@every)",
+        "cron 表达式中的 {value} 不是可用的宏(可用:@yearly、@annually、@monthly、@weekly、@daily、@midnight、"
+        "@hourly、@every)",
     ),
     # One field.
     "cron.out_of_range": (
@@ -58,14 +60,62 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "{field}: {value} has an empty list item",
         "「{field}」的取值 {value} 中有空的列表项",
     ),
-    "cron.unsupported": (
-        "{field}: {value} is not supported (L, W, # and ? are not part of this cron language; "
-        "use numbers, names, ranges, lists and steps)",
-        "「{field}」不支持 {value}(本系统的 cron 不支持 L、W、# 和 ?,请使用数字、名称、范围、列表和步长)",
+    "cron.special_misplaced": (
+        "{field}: {value} does not belong here (L, L-n, LW, nW and $ are for day-of-month; dL and d#n for "
+        "day-of-week; ? for either day field)",
+        "「{field}」中不能写 {value}(L、L-n、LW、nW 和 $ 只用于「日」,dL 和 d#n 只用于「周」,? 只用于这两个字段)",
+    ),
+    "cron.special_combined": (
+        "{field}: {value}: the L, W, # and $ forms stand alone, not in a range or with a step (a list is fine: 1,15,L)",
+        "「{field}」的 {value}:L、W、# 和 $ 的写法只能单独使用,不能放进范围或加步长(可以写成列表,如 1,15,L)",
+    ),
+    "cron.question_alone": (
+        "{field}: in {value}, ? stands for the whole field (like *) and cannot be combined with other values",
+        "「{field}」的 {value} 中,? 表示整个字段(同 *),不能与其他值组合",
+    ),
+    "cron.hashed": (
+        "{field}: {value} is not supported (H and R, hashed or random values, are a Jenkins and croniter "
+        "extension; write the value)",
+        "「{field}」不支持 {value}(H 和 R 是 Jenkins 与 croniter 的散列或随机取值扩展,请写出具体的值)",
+    ),
+    "cron.last_offset": (
+        "{field}: {value} is malformed (write L-n with n from 1 to 30: n days before the last day of the month)",
+        "「{field}」的 {value} 格式不对(应写作 L-n,n 取 1 到 30,表示月末前第 n 天)",
+    ),
+    "cron.nth_out_of_range": (
+        "{field}: {value} is malformed (write d#n with n from 1 to 5: 5#2 is the second Friday of the month)",
+        "「{field}」的 {value} 格式不对(应写作 d#n,n 取 1 到 5,如 5#2 表示当月第二个星期五)",
+    ),
+    "cron.l_prefix": (
+        "{field}: {value} is croniter's spelling; write {suggestion} (the last such weekday of the month)",
+        "「{field}」的 {value} 是 croniter 的写法,请写作 {suggestion}(当月最后一个该星期几)",
+    ),
+    "cron.w_prefix": (
+        "{field}: {value} is croniter's spelling; write {suggestion} (the weekday nearest that day of the month)",
+        "「{field}」的 {value} 是 croniter 的写法,请写作 {suggestion}(离当月该日最近的工作日)",
     ),
     "cron.day_never": (
         "{field}: {value} never occurs in month {month}",
         "「{field}」的取值 {value} 在月份 {month} 中从不出现",
+    ),
+    # Intervals.
+    "cron.seconds_interval": (
+        "cron: {value} is not an interval in seconds (pg_cron's form takes a whole number from 1 to 59, "
+        "e.g. 30 seconds; for longer intervals write @every 90s)",
+        "cron 表达式「{value}」不是有效的秒级间隔(pg_cron 的写法是 1 到 59 的整数,如 30 seconds;"
+        "更长的间隔请写 @every 90s)",
+    ),
+    "cron.every_malformed": (
+        "cron: {value} is malformed (write @every 90m, @every 1h30m or @every 90m from 00:15; units d, h, m, s)",
+        "cron 表达式「{value}」格式不对(应写作 @every 90m、@every 1h30m 或 @every 90m from 00:15;单位为 d、h、m、s)",
+    ),
+    "cron.every_out_of_range": (
+        "cron: {value}: the interval must be from 1 second to 366 days",
+        "cron 表达式「{value}」的间隔应在 1 秒到 366 天之间",
+    ),
+    "cron.every_anchor": (
+        "cron: {value}: after from, write a time HH:MM[:SS] or a date and time YYYY-MM-DD HH:MM[:SS]",
+        "cron 表达式「{value}」中 from 之后应写时刻 HH:MM[:SS] 或日期时间 YYYY-MM-DD HH:MM[:SS]",
     ),
     # Time zones.
     "timezone.unknown": (

@@ -7,38 +7,52 @@ Language (``docs/cron.md`` is the user's reference):
 - in each field: ``*``, a value ``a``, a range ``a-b``, steps ``*/n``, ``a-b/n`` and ``a/n`` (from ``a``
   to the field's end), and comma lists of those; a step is 1 to the field's maximum;
 - values are numbers, or names in month (``JAN``-``DEC``) and day-of-week (``SUN``-``SAT``), in any case;
-  day-of-week is 0-7, 0 and 7 both Sunday (``*`` and ``a/n`` run to 6: 7 appears only when written);
+  day-of-week is 0-7, 0 and 7 both Sunday (``*`` and ``a/n`` run to 6: 7 appears only when written); a
+  day-of-week range may end at Sunday (``SAT-SUN`` is 6-7);
+- day-of-month also takes ``L`` (the last day; pg_cron's ``$`` is the same), ``L-n`` (n days before it),
+  ``LW`` (the last weekday) and ``nW`` (the weekday nearest day n, within the month); day-of-week takes
+  ``d#n`` (the nth such day of the month, n 1-5) and ``dL`` (the last such day); these stand alone as
+  list items; ``?`` alone is ``*`` in either day field;
 - macros ``@yearly @annually @monthly @weekly @daily @midnight @hourly`` (any case);
+- intervals: ``@every 90m`` / ``@every 1h30m from 00:15`` (real elapsed time from an anchor) and
+  pg_cron's ``N seconds`` (1-59);
 - day-of-month and day-of-week combine with OR when both are restricted, with AND when either starts
-  with ``*`` (Vixie cron, which cronsim follows: ``0 0 */2 * MON`` is Mondays on odd days);
-- not accepted: ``L``, ``W``, ``#``, ``?`` (Quartz extensions), wrap-around ranges (``FRI-MON``).
+  with ``*`` or is ``?`` (Vixie cron, which cronsim follows: ``0 0 */2 * MON`` is Mondays on odd days);
+- refused, each with a message naming it: wrap-around ranges (``FRI-MON``), the day forms in the wrong
+  field or inside a range or step, croniter's ``L5`` and ``W15`` spellings, ``H``/``R`` hashed values.
 
 The SQL validator ``agentlab_sched.cron_problem()`` (``sql/20_cron.sql``) accepts exactly this language
 with the same error codes and parameters; a property test holds the two together.
 
-Time (the DST rules of ``docs/cron.md``):
+Time (DST), for calendar expressions:
 
-- *fixed-time* schedules (the hour field names hours: numbers, ranges, lists; no ``*``, no step) are
-  evaluated on the local wall clock: a time that a DST gap skips fires once, at the first instant
-  after the jump; a time in a repeated hour fires once, at its first occurrence;
+- *fixed-hour* schedules (the hour field names hours: numbers, ranges, lists; no ``*``, no step) are
+  evaluated on the local wall clock. A time that a DST gap skips follows ``dst_gap``: ``shift``
+  (default) fires once at the first instant after the jump, ``skip`` drops it. In a repeated hour, a
+  schedule that fires once in that hour (one minute, one second) follows ``dst_repeat``: ``first``
+  (default), ``last`` or ``both`` occurrences; one that fires more often within the hour runs through
+  both copies of it (Vixie's rule: ``* 1-6 * * *`` does not go silent for an hour);
 - schedules whose hour field is ``*`` or has a step follow real elapsed time: they fire at every
-  instant at which the local clock shows a matching time (none in a gap, both halves of a repeated
+  instant at which the local clock shows a matching time (none in a gap, both copies of a repeated
   hour), which keeps ``*/30 * * * *`` at 30 real minutes across both transitions.
 
-Evaluation: cronsim (forward, and ``reverse=True`` for the latest due time without walking through a
-backlog) run as a calendar over naive wall-clock times, on a canonical six-field expression (seconds
-first, lists spelt out); the DST rule is then applied here, by ``_instants``. cronsim's own DST
-handling is not used: it covers five-field expressions only, and its real-time mode jumps whole
-hours (it misses fires in zones that shift by 30 minutes).
+Intervals follow real elapsed time: ``anchor + k * every`` for every whole k, whatever the clock does.
+
+Evaluation: cronsim's walk (forward, and in reverse for the latest due time without walking through a
+backlog) over naive wall-clock times, with this module's day-of-month and day-of-week rules (cronsim
+has no ``L-n`` or ``nW``) plugged into it; the DST rule is then applied here, by ``_instants``.
+cronsim's own DST handling is not used: it covers five-field expressions only, and its real-time mode
+jumps whole hours (it misses fires in zones that shift by 30 minutes).
 """
 
 from __future__ import annotations
 
+import calendar
 import functools
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass, field, replace
+from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -47,7 +61,7 @@ from cronsim import CronSim
 from agentlab_sched import messages
 from agentlab_sched.errors import ValidationError
 
-__all__ = ["MACROS", "Cron", "Upcoming", "check_timezone", "parse"]
+__all__ = ["DST_GAP", "DST_REPEAT", "MACROS", "Cron", "DstGap", "DstRepeat", "Upcoming", "check_timezone", "parse"]
 
 #: Macro -> the five fields it stands for.
 MACROS: dict[str, str] = {
@@ -60,17 +74,35 @@ MACROS: dict[str, str] = {
     "@hourly": "0 * * * *",
 }
 
+DstGap = Literal["shift", "skip"]
+DstRepeat = Literal["first", "last", "both"]
+#: The choices of the two DST policies, the default first.
+DST_GAP: tuple[DstGap, ...] = ("shift", "skip")
+DST_REPEAT: tuple[DstRepeat, ...] = ("first", "last", "both")
+
 #: The separators between fields (ASCII whitespace only, as in SQL).
 _SPACE = " \t\n\r\f\v"
 _SPLIT = re.compile(r"[ \t\n\r\f\v]+")
 _DIGITS = re.compile(r"[0-9]+")
 _LETTERS = re.compile(r"[A-Za-z]+")
-_QUARTZ_DOM = re.compile(r"L|LW|[0-9]+W")
-_QUARTZ_DOW = re.compile(r"(?:[0-9]+|[A-Z]{3})?L")
+#: Day-of-month forms (upper-cased): L, $, L-n, LW, nW, and croniter's W15 (refused with a hint).
+_DOM_FORM = re.compile(r"[L$](-.*)?|[L$]W|[0-9]+W|W[0-9]+")
+#: Day-of-week forms (upper-cased): d#n, dL, and croniter's L5 (refused with a hint).
+_DOW_FORM = re.compile(r"(?:[0-9]+|[A-Z]{3})(?:#.*|L)|L(?:[0-9]+|[A-Z]{3})")
+#: Jenkins' and croniter's hashed and random values: H, H/5, H(0-29), R.
+_HASHED = re.compile(r"[HR](?:[(/].*)?")
+_SECONDS_WORD = re.compile(r"seconds?", re.IGNORECASE)
+_DURATION = re.compile(r"(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
+_TIME = re.compile(r"([0-9]{1,2}):([0-9]{2})(?::([0-9]{2}))?")
+_DATE_TIME = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})[T ]([0-9]{2}):([0-9]{2})(?::([0-9]{2}))?")
 _UPPER = str.maketrans("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 #: Days in each month (February 29: a leap day is a day that occurs).
 _DAYS_IN_MONTH = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+#: The longest interval ``@every`` takes.
+_EVERY_MAX = timedelta(days=366)
+#: The date of an interval's anchor when only a time is given.
+_ANCHOR_DATE = date(2000, 1, 1)
 
 
 @dataclass(frozen=True)
@@ -102,7 +134,81 @@ def _fail(code: str, spec: _Field | None = None, **params: object) -> Validation
     return ValidationError(code, "cron", **params)
 
 
-def _value(token: str, spec: _Field) -> int:
+# -- day rules beyond plain values ------------------------------------------------------------------
+
+
+def _last_day(d: date) -> int:
+    return calendar.monthrange(d.year, d.month)[1]
+
+
+def _nearest_weekday(year: int, month: int, day: int, last: int) -> int:
+    """The weekday (Mon-Fri) nearest ``day``, never leaving the month (Quartz's ``W``)."""
+    weekday = calendar.weekday(year, month, day)  # 0 Monday .. 6 Sunday
+    if weekday == 5:  # Saturday: the Friday before, or the Monday after when the 1st is a Saturday
+        return day - 1 if day > 1 else day + 2
+    if weekday == 6:  # Sunday: the Monday after, or the Friday before when it is the last day
+        return day + 1 if day < last else day - 2
+    return day
+
+
+def _last_weekday(d: date, last: int) -> int:
+    weekday = calendar.weekday(d.year, d.month, last)
+    return last - max(0, weekday - 4)
+
+
+@dataclass(frozen=True)
+class _Days:
+    """The day-of-month rule: plain days, ``L-k`` offsets (``L`` is 0), ``LW``, ``nW``."""
+
+    values: frozenset[int]
+    last: frozenset[int] = frozenset()
+    last_weekday: bool = False
+    nearest: frozenset[int] = frozenset()
+
+    def match(self, d: date) -> bool:
+        if d.day in self.values:
+            return True
+        if not (self.last or self.last_weekday or self.nearest):
+            return False
+        last = _last_day(d)
+        if last - d.day in self.last:
+            return True
+        if self.last_weekday and d.day == _last_weekday(d, last):
+            return True
+        return any(n <= last and d.day == _nearest_weekday(d.year, d.month, n, last) for n in self.nearest)
+
+    def can_occur(self, month: int) -> bool:
+        """Whether some day of the rule exists in ``month`` (in some year)."""
+        longest = _DAYS_IN_MONTH[month]
+        return (
+            any(v <= longest for v in self.values)
+            or any(k < longest for k in self.last)
+            or self.last_weekday
+            or any(n <= longest for n in self.nearest)
+        )
+
+
+@dataclass(frozen=True)
+class _Weekdays:
+    """The day-of-week rule: plain days (0 Sunday .. 6 Saturday), ``dL`` and ``d#n``."""
+
+    values: frozenset[int]
+    last: frozenset[int] = frozenset()
+    nth: frozenset[tuple[int, int]] = frozenset()
+
+    def match(self, d: date) -> bool:
+        weekday = (d.weekday() + 1) % 7
+        if weekday in self.values:
+            return True
+        if weekday in self.last and d.day + 7 > _last_day(d):
+            return True
+        return (weekday, (d.day + 6) // 7) in self.nth
+
+
+# -- parsing ----------------------------------------------------------------------------------------
+
+
+def _value(token: str, spec: _Field, item: str) -> int:
     """One number or name of a field (the order of checks is the SQL validator's too)."""
     if _DIGITS.fullmatch(token):
         number = int(token)
@@ -113,22 +219,85 @@ def _value(token: str, spec: _Field) -> int:
     letters = _LETTERS.fullmatch(token) is not None
     if spec.names and letters and upper in spec.names:
         return spec.names.index(upper) + spec.name_base
-    if (spec is _DOM and _QUARTZ_DOM.fullmatch(upper)) or (spec is _DOW and _QUARTZ_DOW.fullmatch(upper)):
-        raise _fail("cron.unsupported", spec, value=token)
+    if _DOM_FORM.fullmatch(upper) or _DOW_FORM.fullmatch(upper):  # a day form inside a range or step
+        belongs = spec is (_DOM if _DOM_FORM.fullmatch(upper) else _DOW)
+        raise _fail("cron.special_combined" if belongs else "cron.special_misplaced", spec, value=item)
     if spec.names and letters:
         raise _fail("cron.name_unknown", spec, value=token, names=spec.hint)
     raise _fail("cron.not_a_number", spec, value=token)
 
 
-def _field(text: str, spec: _Field) -> tuple[frozenset[int], str]:
-    """The values of one field, and its spelling for cronsim (``*`` and ``*/n`` kept, the rest listed)."""
-    values: set[int] = set()
-    spelt: list[str] = []
+@dataclass
+class _Parsed:
+    """One field: its plain values, its day forms, and its spelling in ``Cron.canonical``."""
+
+    values: set[int] = field(default_factory=set)
+    last: set[int] = field(default_factory=set)  # day-of-month L-k, or day-of-week dL
+    last_weekday: bool = False
+    nearest: set[int] = field(default_factory=set)
+    nth: set[tuple[int, int]] = field(default_factory=set)
+    spelt: list[str] = field(default_factory=list)
+
+
+def _day_form(item: str, upper: str, spec: _Field, out: _Parsed) -> None:
+    """A day-of-month or day-of-week form (the caller matched one of the two patterns)."""
+    if spec is _DOM:
+        if upper in ("L", "$"):
+            out.last.add(0)
+            out.spelt.append("L")
+        elif upper in ("LW", "$W"):
+            out.last_weekday = True
+            out.spelt.append("LW")
+        elif upper[1] == "-":
+            offset = upper[2:]
+            if not _DIGITS.fullmatch(offset) or not 1 <= int(offset) <= 30:
+                raise _fail("cron.last_offset", spec, value=item)
+            out.last.add(int(offset))
+            out.spelt.append(f"L-{int(offset)}")
+        elif upper[0] == "W":
+            raise _fail("cron.w_prefix", spec, value=item, suggestion=item[1:] + item[0])
+        else:
+            day = _value(item[:-1], spec, item)
+            out.nearest.add(day)
+            out.spelt.append(f"{day}W")
+        return
+    if upper[0] == "L" and not upper.endswith("L") and "#" not in upper:
+        raise _fail("cron.l_prefix", spec, value=item, suggestion=item[1:] + item[0])
+    if "#" in upper:
+        day_text, _, week = item.partition("#")
+        day = _value(day_text, spec, item) % 7
+        if not _DIGITS.fullmatch(week) or not 1 <= int(week) <= 5:
+            raise _fail("cron.nth_out_of_range", spec, value=item)
+        out.nth.add((day, int(week)))
+        out.spelt.append(f"{day}#{int(week)}")
+    else:
+        day = _value(item[:-1], spec, item) % 7
+        out.last.add(day)
+        out.spelt.append(f"{day}L")
+
+
+def _field(text: str, spec: _Field) -> _Parsed:
+    """The values of one field, and its canonical spelling (``*`` and ``*/n`` kept, the rest listed)."""
+    out = _Parsed()
+    day_field = spec is _DOM or spec is _DOW
+    if day_field and text == "?":
+        text = "*"
     for item in text.split(","):
         if item == "":
             raise _fail("cron.list_empty_item", spec, value=text)
-        if "#" in item or "?" in item:
-            raise _fail("cron.unsupported", spec, value=item)
+        if "?" in item:
+            if day_field:
+                raise _fail("cron.question_alone", spec, value=text)
+            raise _fail("cron.special_misplaced", spec, value=item)
+        upper = item.translate(_UPPER)
+        if _HASHED.fullmatch(upper):
+            raise _fail("cron.hashed", spec, value=item)
+        dom_form = _DOM_FORM.fullmatch(upper) is not None
+        if dom_form or _DOW_FORM.fullmatch(upper):
+            if spec is not (_DOM if dom_form else _DOW):
+                raise _fail("cron.special_misplaced", spec, value=item)
+            _day_form(item, upper, spec, out)
+            continue
         base, slash, step_text = item.partition("/")
         if base == "*":
             start, end = spec.lo, spec.star_hi
@@ -138,11 +307,13 @@ def _field(text: str, spec: _Field) -> tuple[frozenset[int], str]:
             ends = base.split("-")
             if len(ends) != 2 or "" in ends:
                 raise _fail("cron.malformed", spec, value=item)
-            start, end = _value(ends[0], spec), _value(ends[1], spec)
+            start, end = _value(ends[0], spec, item), _value(ends[1], spec, item)
+            if spec is _DOW and end == 0 and start > 0:
+                end = 7  # a range ending at Sunday: SAT-SUN is 6-7
             if start > end:
                 raise _fail("cron.range_reversed", spec, value=base)
         else:
-            start = _value(base, spec)
+            start = _value(base, spec, item)
             end = max(start, spec.star_hi) if slash else start
         step = 1
         if slash:
@@ -152,19 +323,57 @@ def _field(text: str, spec: _Field) -> tuple[frozenset[int], str]:
             if not 1 <= step <= spec.hi:
                 raise _fail("cron.step_out_of_range", spec, value=step_text, min=1, max=spec.hi)
         chosen = range(start, end + 1, step)
-        values.update(chosen)
+        out.values.update(chosen)
         if base == "*":
-            spelt.append("*" if step == 1 else f"*/{step}")
+            out.spelt.append("*" if step == 1 else f"*/{step}")
         else:
-            spelt.extend(str(v) for v in chosen)
-    return frozenset(values), ",".join(spelt)
+            out.spelt.extend(str(v) for v in chosen)
+    return out
 
 
-def _split(expr: str) -> tuple[list[str], bool]:
-    """The fields of ``expr`` (macros expanded), and whether it has seconds."""
-    text = expr.strip(_SPACE)
-    if text == "":
-        raise _fail("cron.empty")
+def _interval_text(text: str) -> timedelta | None:
+    """pg_cron's ``N seconds`` (1-59); None when ``text`` is not in that form."""
+    parts = _SPLIT.split(text)
+    if len(parts) != 2 or not _SECONDS_WORD.fullmatch(parts[1]) or not parts[1].isascii():
+        return None
+    if not _DIGITS.fullmatch(parts[0]) or not 1 <= int(parts[0]) <= 59:
+        raise _fail("cron.seconds_interval", value=text)
+    return timedelta(seconds=int(parts[0]))
+
+
+def _every(text: str) -> tuple[timedelta, datetime]:
+    """``@every <duration> [from <anchor>]``: the interval and its anchor (a naive local time)."""
+    parts = _SPLIT.split(text)[1:]
+    duration = _DURATION.fullmatch(parts[0].translate(_LOWER)) if parts else None
+    if duration is None or not parts[0] or (len(parts) > 1 and parts[1].translate(_LOWER) != "from"):
+        raise _fail("cron.every_malformed", value=text)
+    if len(parts) not in (1, 3, 4):
+        raise _fail("cron.every_malformed" if len(parts) == 2 else "cron.every_anchor", value=text)
+    units = (86400, 3600, 60, 1)
+    every = sum(int(n) * size for n, size in zip(duration.groups(), units, strict=True) if n is not None)
+    if not 1 <= every <= _EVERY_MAX.total_seconds():
+        raise _fail("cron.every_out_of_range", value=text)
+    anchor = datetime.combine(_ANCHOR_DATE, datetime.min.time())
+    if len(parts) > 1:
+        anchor_text = " ".join(parts[2:])
+        whole = _DATE_TIME.fullmatch(anchor_text)
+        clock = _TIME.fullmatch(anchor_text)
+        numbers = [int(n or 0) for n in whole.groups()] if whole else None
+        if numbers is None and clock:
+            numbers = [_ANCHOR_DATE.year, _ANCHOR_DATE.month, _ANCHOR_DATE.day, *(int(n or 0) for n in clock.groups())]
+        year, month, day, hour, minute, second = numbers or (0, 0, 0, 0, 0, 0)
+        if (
+            numbers is None
+            or not (1 <= year and 1 <= month <= 12 and hour <= 23 and minute <= 59 and second <= 59)
+            or not 1 <= day <= calendar.monthrange(year, month)[1]
+        ):
+            raise _fail("cron.every_anchor", value=text)
+        anchor = datetime(year, month, day, hour, minute, second)
+    return timedelta(seconds=every), anchor
+
+
+def _split(text: str) -> tuple[list[str], bool]:
+    """The fields of ``text`` (macros expanded), and whether it has seconds."""
     if text.startswith("@"):
         fields = MACROS.get(text.translate(_LOWER))
         if fields is None:
@@ -176,43 +385,86 @@ def _split(expr: str) -> tuple[list[str], bool]:
     return parts, len(parts) == 6
 
 
-#: The attributes of a CronSim that parsing sets (copied from a template instead of parsing per call).
-_SIM_STATE = ("parts", "day_and", "seconds", "minutes", "hours", "days", "months", "weekdays")
+def _is_every(text: str) -> bool:
+    head = _SPLIT.split(text, maxsplit=1)[0]
+    return head.translate(_LOWER) == "@every"
 
 
-def _sim_state(canonical: str) -> dict[str, Any] | None:
-    probe = CronSim(canonical, datetime(2000, 1, 1))
-    state = vars(probe)
-    needed = (*_SIM_STATE, "dt", "tick_direction", "skip_initial_tick", "fixup_tz")
-    if not all(name in state for name in needed):
-        return None  # a cronsim with other internals: construct it per call instead
-    return {name: state[name] for name in _SIM_STATE} | {"skip_initial_tick": False, "fixup_tz": None}
+def parse(expr: str, *, dst_gap: DstGap = "shift", dst_repeat: DstRepeat = "first") -> Cron:
+    """Parse a cron expression (cached); raises ValidationError naming the field and value.
+
+    ``dst_gap`` and ``dst_repeat`` are the schedule's DST policies for fixed-time fires (see the
+    module docstring and ``docs/cron.md``); they change evaluation only, never what is accepted.
+    """
+    if dst_gap not in DST_GAP or dst_repeat not in DST_REPEAT:
+        raise ValueError(f"cron: unknown DST policy {dst_gap!r} / {dst_repeat!r}")
+    return _with_policy(expr, dst_gap, dst_repeat)
 
 
 @functools.lru_cache(maxsize=8192)
-def parse(expr: str) -> Cron:
-    """Parse a cron expression (cached on the text); raises ValidationError naming the field and value."""
+def _with_policy(expr: str, dst_gap: DstGap, dst_repeat: DstRepeat) -> Cron:
+    base = _parse(expr)
+    if (dst_gap, dst_repeat) == ("shift", "first"):
+        return base
+    return replace(base, dst_gap=dst_gap, dst_repeat=dst_repeat)
+
+
+@functools.lru_cache(maxsize=8192)
+def _parse(expr: str) -> Cron:
     if expr is None:
         raise _fail("cron.empty")
-    parts, has_seconds = _split(expr)
-    sets: list[frozenset[int]] = []
-    spelt: list[str] = []
-    for text, spec in zip(parts, _FIELDS, strict=False):
-        values, canonical = _field(text, spec)
-        sets.append(values)
-        spelt.append(canonical)
-    hour, dom, month, dow = parts[1:5]
-    day_and = dom.startswith("*") or dow.startswith("*")  # else OR (Vixie)
-    if day_and and min(sets[2]) > max(_DAYS_IN_MONTH[m] for m in sets[3]):
-        raise _fail("cron.day_never", _DOM, value=dom, month=month)
-    seconds = spelt[5] if has_seconds else "0"
-    canonical = " ".join([seconds, *spelt[:5]])
+    text = expr.strip(_SPACE)
+    if text == "":
+        raise _fail("cron.empty")
+    if _is_every(text):
+        every, anchor = _every(text)
+        return _interval(expr, every, anchor)
+    seconds_every = _interval_text(text)
+    if seconds_every is not None:
+        return _interval(expr, seconds_every, datetime.combine(_ANCHOR_DATE, datetime.min.time()))
+    parts, has_seconds = _split(text)
+    fields = [_field(t, spec) for t, spec in zip(parts, _FIELDS, strict=False)]
+    if not has_seconds:
+        fields.append(_Parsed(values={0}, spelt=["0"]))
+    minute, hour, dom, month, dow, second = fields
+    dom_text, dow_text = parts[2], parts[4]
+    day_and = dom_text.startswith("*") or dow_text.startswith("*") or "?" in (dom_text, dow_text)  # else OR
+    days = _Days(frozenset(dom.values), frozenset(dom.last), dom.last_weekday, frozenset(dom.nearest))
+    if day_and and not any(days.can_occur(m) for m in month.values):
+        raise _fail("cron.day_never", _DOM, value=dom_text, month=parts[3])
+    weekdays = _Weekdays(frozenset(v % 7 for v in dow.values), frozenset(dow.last), frozenset(dow.nth))
+    canonical = " ".join(",".join(f.spelt) for f in (second, minute, hour, dom, month, dow))
+    state = {
+        "seconds": frozenset(second.values),
+        "minutes": frozenset(minute.values),
+        "hours": frozenset(hour.values),
+        "months": frozenset(month.values),
+        "day_and": day_and,
+        "_days": days,
+        "_weekdays": weekdays,
+        "fixup_tz": None,
+        "skip_initial_tick": False,
+    }
     return Cron(
         expr=expr,
         has_seconds=has_seconds,
-        fixed_time=not ("*" in hour or "/" in hour),
+        fixed_time=not ("*" in parts[1] or "/" in parts[1]),
+        sub_hourly=len(minute.values) * len(second.values) > 1,
         canonical=canonical,
-        _state=_sim_state(canonical),
+        _state=state,
+    )
+
+
+def _interval(expr: str, every: timedelta, anchor: datetime) -> Cron:
+    seconds = int(every.total_seconds())
+    return Cron(
+        expr=expr,
+        has_seconds=bool(seconds % 60 or anchor.second),
+        fixed_time=False,
+        sub_hourly=every < timedelta(hours=1),
+        canonical=f"@every {seconds}s from {anchor.isoformat()}",
+        every=every,
+        anchor=anchor,
     )
 
 
@@ -245,6 +497,8 @@ def _zone(name: str) -> ZoneInfo:
     except (ZoneInfoNotFoundError, ValueError, OSError, UnicodeError):
         raise ValidationError("timezone.unknown", "timezone", value=name) from None
 
+
+# -- time -------------------------------------------------------------------------------------------
 
 Note = Literal["dst_gap", "dst_repeat"]
 
@@ -294,20 +548,23 @@ def _gap_end(wall: datetime, zone: ZoneInfo) -> datetime:
     return datetime.fromtimestamp(hi, UTC)
 
 
+Repeat = Literal["first", "last", "both"]
+
+
 def _instants(
-    walls: Iterator[datetime], zone: ZoneInfo, fixed: bool, reverse: bool
+    walls: Iterator[datetime], zone: ZoneInfo, shift: bool, repeat: Repeat, reverse: bool
 ) -> Iterator[tuple[datetime, Note | None]]:
     """Wall-clock due times (ascending, or descending when ``reverse``) as instants, in the same order.
 
-    Fixed time: a time in a gap -> the first instant after the jump; in a repeated hour -> its first
-    occurrence. Real time: a time in a gap never shows on the clock; one in a repeated hour shows twice,
-    so the repeated hour's due times come twice: all first occurrences, then all second ones.
+    A time in a gap: the first instant after the jump when ``shift``, else none. A time in a repeated
+    hour: its first occurrence, its second, or both (then the repeated hour's due times come twice: all
+    first occurrences, then all second ones).
     """
-    repeated: list[datetime] = []  # real time: due times of the repeated hour not yet given out
+    repeated: list[datetime] = []  # both: due times of the repeated hour not yet given out
     for wall in walls:
         at = wall.replace(tzinfo=zone).astimezone(UTC)  # fold=0: the first occurrence
         if at.astimezone(zone).replace(tzinfo=None) != wall:  # in a gap
-            if fixed:
+            if shift:
                 yield _gap_end(wall, zone), "dst_gap"
             continue
         if not _repeat_length(wall, zone):
@@ -315,8 +572,10 @@ def _instants(
                 yield from _both_occurrences(repeated, zone, reverse)
                 repeated = []
             yield at, None
-        elif fixed:
+        elif repeat == "first":
             yield at, "dst_repeat"
+        elif repeat == "last":
+            yield wall.replace(tzinfo=zone, fold=1).astimezone(UTC), "dst_repeat"
         else:
             repeated.append(wall)
     if repeated:
@@ -329,38 +588,85 @@ def _both_occurrences(walls: list[datetime], zone: ZoneInfo, reverse: bool) -> I
             yield wall.replace(tzinfo=zone, fold=fold).astimezone(UTC), "dst_repeat"
 
 
+class _Walk(CronSim):
+    """cronsim's walk over naive wall-clock times, with this module's day rules.
+
+    Built from a parsed expression's state (never from text: cronsim has no ``L-n`` or ``nW``); cronsim
+    moves month by month, day by day, hour by hour and asks ``match_dom`` / ``match_dow`` about days.
+    """
+
+    _days: _Days
+    _weekdays: _Weekdays
+
+    def match_dom(self, d: date) -> bool:
+        return self._days.match(d)
+
+    def match_dow(self, d: date) -> bool:
+        return self._weekdays.match(d)
+
+
 @dataclass(frozen=True)
 class Cron:
     """A parsed cron expression. All datetimes in and out are timezone-aware; results are UTC.
 
-    ``fixed_time`` says which DST rule applies (see the module docstring); ``canonical`` is the
-    six-field, seconds-first expression handed to cronsim.
+    ``fixed_time``: the hour field names hours, so a DST gap moves (``dst_gap = shift``) or drops
+    (``skip``) a fire; ``sub_hourly``: it fires more than once within an hour, so it runs through both
+    copies of a repeated hour, where a once-an-hour fixed time follows ``dst_repeat``. ``canonical`` is
+    the normalised six-field, seconds-first expression (``@every <seconds>s from <anchor>`` for an
+    interval). ``every`` and ``anchor`` (naive, in the schedule's zone) are set for intervals.
     """
 
     expr: str
     has_seconds: bool
     fixed_time: bool = True
+    sub_hourly: bool = False
+    dst_gap: DstGap = "shift"
+    dst_repeat: DstRepeat = "first"
     canonical: str = field(default="", repr=False)
+    every: timedelta | None = None
+    anchor: datetime | None = None
     _state: dict[str, Any] | None = field(default=None, repr=False, compare=False, hash=False)
 
-    # -- cronsim ------------------------------------------------------------------------------------
+    # -- the walk and the DST rule ------------------------------------------------------------------
 
-    def _walls(self, start: datetime, reverse: bool) -> CronSim:
-        """cronsim over naive wall-clock times from ``start`` (exclusive), without parsing again.
+    def _walls(self, start: datetime, reverse: bool) -> _Walk:
+        """Naive wall-clock due times from ``start`` (exclusive): DST is applied afterwards."""
+        assert self._state is not None
+        walk = _Walk.__new__(_Walk)
+        walk.__dict__.update(self._state)
+        walk.dt = start
+        walk.tick_direction = -1 if reverse else 1
+        return walk
 
-        Naive times keep cronsim to the calendar: DST is applied afterwards, by ``_instants``.
-        """
-        if self._state is None:
-            return CronSim(self.canonical, start, reverse=reverse)
-        sim = CronSim.__new__(CronSim)
-        sim.__dict__.update(self._state)
-        sim.dt = start
-        sim.tick_direction = -1 if reverse else 1
-        return sim
+    @property
+    def _repeat(self) -> Repeat:
+        """What a due time in a repeated hour does: first, last or both occurrences."""
+        if not self.fixed_time or self.sub_hourly:
+            return "both"
+        return self.dst_repeat
+
+    def _anchor_at(self, tz: str) -> datetime:
+        assert self.anchor is not None
+        if _is_utc(tz):
+            check_timezone(tz)
+            return self.anchor.replace(tzinfo=UTC)
+        return self.anchor.replace(tzinfo=_zone(tz)).astimezone(UTC)
+
+    def _interval_at_or_before(self, t: datetime, tz: str) -> datetime:
+        assert self.every is not None
+        anchor = self._anchor_at(tz)
+        return anchor + ((t - anchor) // self.every) * self.every
 
     def _forward(self, t: datetime, tz: str, inclusive: bool) -> Iterator[tuple[datetime, Note | None]]:
         """Due times after ``t`` (from ``t`` if inclusive), strictly increasing, with their notes."""
         t = _aware(t).astimezone(UTC)
+        if self.every is not None:
+            at = self._interval_at_or_before(t, tz)
+            if at < t or not inclusive:
+                at += self.every
+            while True:
+                yield at, None
+                at += self.every
         start = t.replace(microsecond=0) - timedelta(seconds=1)  # cronsim steps one second first
         if _is_utc(tz):
             check_timezone(tz)
@@ -372,10 +678,12 @@ class Cron:
         zone = _zone(tz)
         local = start.astimezone(zone)
         wall = local.replace(tzinfo=None)
-        if not self.fixed_time and not local.fold:
+        repeat = self._repeat
+        if repeat != "first" and not local.fold:
             wall -= _repeat_length(wall, zone)  # the repeated hour's second occurrences are still ahead
+        shift = self.fixed_time and self.dst_gap == "shift"
         last: datetime | None = None
-        for at, note in _instants(self._walls(wall, False), zone, self.fixed_time, False):
+        for at, note in _instants(self._walls(wall, False), zone, shift, repeat, False):
             if at < t or (at == t and not inclusive) or (last is not None and at <= last):
                 continue  # before t, or a gap's fixed times merged into one fire
             last = at
@@ -384,6 +692,9 @@ class Cron:
     def _backward(self, t: datetime, tz: str, strict: bool) -> datetime | None:
         """The latest due time at or before ``t`` (before ``t`` if strict), stepping back from ``t``."""
         t = _aware(t).astimezone(UTC)
+        if self.every is not None:
+            at = self._interval_at_or_before(t, tz)
+            return at - self.every if strict and at == t else at
         start = t.replace(microsecond=0) + timedelta(seconds=1)  # cronsim steps one second back first
         if _is_utc(tz):
             check_timezone(tz)
@@ -397,7 +708,8 @@ class Cron:
         wall = local.replace(tzinfo=None)
         if local.fold:
             wall += _repeat_length(wall, zone)  # the repeated hour's first occurrences are all behind us
-        for at, _ in _instants(self._walls(wall, True), zone, self.fixed_time, True):
+        shift = self.fixed_time and self.dst_gap == "shift"
+        for at, _ in _instants(self._walls(wall, True), zone, shift, self._repeat, True):
             if at < t or (at == t and not strict):
                 return at
         return None

@@ -1,4 +1,4 @@
--- Cron and time zone validation inside the database: exactly the language agentlab_sched/cron.py
+-- Cron and time zone validation inside the database: exactly the language agentlab_sched/schedules/cron.py
 -- evaluates (docs/cron.md), with the same error codes and parameters; tests/test_cron_sql.py holds
 -- the two together with a property test. Workers evaluate cron (Python); SQL only validates.
 --
@@ -17,8 +17,13 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
             (ARRAY['minute', 'hour', 'day-of-month', 'month', 'day-of-week', 'second'])[idx])) || params)
 $$;
 
+-- Functions of earlier versions whose signature changed.
+DROP FUNCTION IF EXISTS agentlab_sched._cron_value(text, int);
+DROP FUNCTION IF EXISTS agentlab_sched._cron_field(text, int);
+
 -- One number or name of field `idx`: its value, or the problem with it (checks in cron.py's order).
-CREATE OR REPLACE FUNCTION agentlab_sched._cron_value(token text, idx int, OUT value int, OUT problem jsonb)
+-- `item` is the list item the token is part of (named when a day form sits inside a range or step).
+CREATE OR REPLACE FUNCTION agentlab_sched._cron_value(token text, idx int, item text, OUT value int, OUT problem jsonb)
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 DECLARE
     lo int;
@@ -27,6 +32,7 @@ DECLARE
     upper_token text;
     letters boolean;
     pos int;
+    dom_form boolean;
 BEGIN
     IF token ~ '^[0-9]+$' THEN
         lo := (ARRAY[0, 0, 1, 1, 0, 0])[idx];
@@ -54,8 +60,13 @@ BEGIN
             RETURN;
         END IF;
     END IF;
-    IF (idx = 3 AND upper_token ~ '^(L|LW|[0-9]+W)$') OR (idx = 5 AND upper_token ~ '^([0-9]+|[A-Z]{3})?L$') THEN
-        problem := agentlab_sched._cron_problem('cron.unsupported', idx, jsonb_build_object('value', token));
+    dom_form := upper_token ~ '^([L$](-.*)?|[L$]W|[0-9]+W|W[0-9]+)$';
+    IF dom_form OR upper_token ~ '^(([0-9]+|[A-Z]{3})(#.*|L)|L([0-9]+|[A-Z]{3}))$' THEN
+        -- a day form inside a range or a step
+        problem := agentlab_sched._cron_problem(
+            CASE WHEN idx = CASE WHEN dom_form THEN 3 ELSE 5 END THEN 'cron.special_combined'
+                 ELSE 'cron.special_misplaced' END,
+            idx, jsonb_build_object('value', item));
     ELSIF names IS NOT NULL AND letters THEN
         problem := agentlab_sched._cron_problem('cron.name_unknown', idx, jsonb_build_object(
             'value', token, 'names', CASE idx WHEN 4 THEN 'JAN-DEC' ELSE 'SUN-SAT' END));
@@ -65,14 +76,18 @@ BEGIN
 END
 $$;
 
--- One field: its values, or the problem with it.
-CREATE OR REPLACE FUNCTION agentlab_sched._cron_field(txt text, idx int, OUT vals int[], OUT problem jsonb)
+-- One field: the problem with it, if any, and for day-of-month and month what the check for days that
+-- never come needs: `needs` holds, per day-of-month item, the month length it needs to occur (n for n
+-- and nW, 1 for L and LW, k + 1 for L-k); for the month field, its values.
+CREATE OR REPLACE FUNCTION agentlab_sched._cron_field_check(txt text, idx int, OUT needs int[], OUT problem jsonb)
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 DECLARE
     lo int := (ARRAY[0, 0, 1, 1, 0, 0])[idx];
     hi int := (ARRAY[59, 23, 31, 12, 7, 59])[idx];
     star_hi int := (ARRAY[59, 23, 31, 12, 6, 59])[idx];  -- * and a/n end at 6 in day-of-week
+    day_field boolean := idx IN (3, 5);
     item text;
+    up text;
     base text;
     step_text text;
     slash int;
@@ -80,17 +95,83 @@ DECLARE
     first_value int;
     last_value int;
     step int;
+    is_dom boolean;
+    part text;
     r record;
 BEGIN
-    vals := '{}';  -- filled for day-of-month and month only
+    needs := '{}';
+    IF day_field AND txt = '?' THEN
+        txt := '*';
+    END IF;
     FOREACH item IN ARRAY string_to_array(txt, ',') LOOP
         IF item = '' THEN
             problem := agentlab_sched._cron_problem('cron.list_empty_item', idx, jsonb_build_object('value', txt));
             RETURN;
         END IF;
-        IF strpos(item, '#') > 0 OR strpos(item, '?') > 0 THEN
-            problem := agentlab_sched._cron_problem('cron.unsupported', idx, jsonb_build_object('value', item));
+        IF strpos(item, '?') > 0 THEN
+            problem := agentlab_sched._cron_problem(
+                CASE WHEN day_field THEN 'cron.question_alone' ELSE 'cron.special_misplaced' END, idx,
+                jsonb_build_object('value', CASE WHEN day_field THEN txt ELSE item END));
             RETURN;
+        END IF;
+        up := upper(item COLLATE "C");
+        IF up ~ '^[HR]([(/].*)?$' THEN
+            problem := agentlab_sched._cron_problem('cron.hashed', idx, jsonb_build_object('value', item));
+            RETURN;
+        END IF;
+        is_dom := up ~ '^([L$](-.*)?|[L$]W|[0-9]+W|W[0-9]+)$';
+        IF is_dom OR up ~ '^(([0-9]+|[A-Z]{3})(#.*|L)|L([0-9]+|[A-Z]{3}))$' THEN
+            IF idx <> (CASE WHEN is_dom THEN 3 ELSE 5 END) THEN
+                problem := agentlab_sched._cron_problem('cron.special_misplaced', idx, jsonb_build_object('value', item));
+                RETURN;
+            END IF;
+            IF idx = 3 THEN
+                IF up IN ('L', '$', 'LW', '$W') THEN
+                    needs := needs || 1;
+                ELSIF substr(up, 2, 1) = '-' THEN
+                    part := substr(up, 3);
+                    IF part !~ '^[0-9]+$' OR part::numeric < 1 OR part::numeric > 30 THEN
+                        problem := agentlab_sched._cron_problem('cron.last_offset', idx,
+                            jsonb_build_object('value', item));
+                        RETURN;
+                    END IF;
+                    needs := needs || (part::int + 1);
+                ELSIF left(up, 1) = 'W' THEN
+                    problem := agentlab_sched._cron_problem('cron.w_prefix', idx,
+                        jsonb_build_object('value', item, 'suggestion', substr(item, 2) || left(item, 1)));
+                    RETURN;
+                ELSE
+                    r := agentlab_sched._cron_value(left(item, -1), idx, item);
+                    IF r.problem IS NOT NULL THEN
+                        problem := r.problem;
+                        RETURN;
+                    END IF;
+                    needs := needs || r.value;
+                END IF;
+            ELSIF left(up, 1) = 'L' AND right(up, 1) <> 'L' AND strpos(up, '#') = 0 THEN
+                problem := agentlab_sched._cron_problem('cron.l_prefix', idx,
+                    jsonb_build_object('value', item, 'suggestion', substr(item, 2) || left(item, 1)));
+                RETURN;
+            ELSIF strpos(up, '#') > 0 THEN
+                r := agentlab_sched._cron_value(split_part(item, '#', 1), idx, item);
+                IF r.problem IS NOT NULL THEN
+                    problem := r.problem;
+                    RETURN;
+                END IF;
+                part := substr(item, strpos(item, '#') + 1);
+                IF part !~ '^[0-9]+$' OR part::numeric < 1 OR part::numeric > 5 THEN
+                    problem := agentlab_sched._cron_problem('cron.nth_out_of_range', idx,
+                        jsonb_build_object('value', item));
+                    RETURN;
+                END IF;
+            ELSE
+                r := agentlab_sched._cron_value(left(item, -1), idx, item);
+                IF r.problem IS NOT NULL THEN
+                    problem := r.problem;
+                    RETURN;
+                END IF;
+            END IF;
+            CONTINUE;
         END IF;
         slash := strpos(item, '/');
         IF slash > 0 THEN
@@ -112,24 +193,27 @@ BEGIN
                 problem := agentlab_sched._cron_problem('cron.malformed', idx, jsonb_build_object('value', item));
                 RETURN;
             END IF;
-            r := agentlab_sched._cron_value(ends[1], idx);
+            r := agentlab_sched._cron_value(ends[1], idx, item);
             IF r.problem IS NOT NULL THEN
                 problem := r.problem;
                 RETURN;
             END IF;
             first_value := r.value;
-            r := agentlab_sched._cron_value(ends[2], idx);
+            r := agentlab_sched._cron_value(ends[2], idx, item);
             IF r.problem IS NOT NULL THEN
                 problem := r.problem;
                 RETURN;
             END IF;
             last_value := r.value;
+            IF idx = 5 AND last_value = 0 AND first_value > 0 THEN
+                last_value := 7;  -- a range ending at Sunday: SAT-SUN is 6-7
+            END IF;
             IF first_value > last_value THEN
                 problem := agentlab_sched._cron_problem('cron.range_reversed', idx, jsonb_build_object('value', base));
                 RETURN;
             END IF;
         ELSE
-            r := agentlab_sched._cron_value(base, idx);
+            r := agentlab_sched._cron_value(base, idx, item);
             IF r.problem IS NOT NULL THEN
                 problem := r.problem;
                 RETURN;
@@ -152,10 +236,71 @@ BEGIN
         END IF;
         IF idx IN (3, 4) THEN  -- the values matter for day-of-month and month only (days that never come)
             FOR v IN first_value..last_value BY step LOOP
-                vals := vals || v;
+                needs := needs || v;
             END LOOP;
         END IF;
     END LOOP;
+END
+$$;
+
+-- NULL when `txt` (trimmed, starting with @every in any case) is a valid interval, else the problem.
+CREATE OR REPLACE FUNCTION agentlab_sched._cron_every_problem(txt text) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    parts text[] := regexp_split_to_array(txt, '[ \t\n\r\f\v]+');
+    n int := cardinality(parts) - 1;
+    dur text[];
+    total numeric;
+    m text[];
+    y int;
+    mo int;
+    d int;
+    h int;
+    mi int;
+    s int;
+    month_days int;
+    params jsonb := jsonb_build_object('value', txt);
+BEGIN
+    IF n >= 1 THEN
+        dur := regexp_match(lower(parts[2] COLLATE "C"),
+                            '^(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?$');
+    END IF;
+    IF dur IS NULL OR (n > 1 AND lower(parts[3] COLLATE "C") <> 'from') THEN
+        RETURN jsonb_build_object('code', 'cron.every_malformed', 'field', 'cron', 'params', params);
+    END IF;
+    IF n NOT IN (1, 3, 4) THEN
+        RETURN jsonb_build_object('code', CASE WHEN n = 2 THEN 'cron.every_malformed' ELSE 'cron.every_anchor' END,
+                                  'field', 'cron', 'params', params);
+    END IF;
+    total := coalesce(dur[1]::numeric, 0) * 86400 + coalesce(dur[2]::numeric, 0) * 3600
+             + coalesce(dur[3]::numeric, 0) * 60 + coalesce(dur[4]::numeric, 0);
+    IF total < 1 OR total > 366 * 86400 THEN
+        RETURN jsonb_build_object('code', 'cron.every_out_of_range', 'field', 'cron', 'params', params);
+    END IF;
+    IF n = 1 THEN
+        RETURN NULL;
+    END IF;
+    m := regexp_match(array_to_string(parts[4:], ' '),
+                      '^([0-9]{4})-([0-9]{2})-([0-9]{2})[T ]([0-9]{2}):([0-9]{2})(?::([0-9]{2}))?$');
+    IF m IS NOT NULL THEN
+        y := m[1]::int; mo := m[2]::int; d := m[3]::int; h := m[4]::int; mi := m[5]::int;
+        s := coalesce(m[6], '0')::int;
+    ELSE
+        m := regexp_match(array_to_string(parts[4:], ' '), '^([0-9]{1,2}):([0-9]{2})(?::([0-9]{2}))?$');
+        IF m IS NULL THEN
+            RETURN jsonb_build_object('code', 'cron.every_anchor', 'field', 'cron', 'params', params);
+        END IF;
+        y := 2000; mo := 1; d := 1; h := m[1]::int; mi := m[2]::int; s := coalesce(m[3], '0')::int;
+    END IF;
+    IF y < 1 OR mo < 1 OR mo > 12 OR h > 23 OR mi > 59 OR s > 59 THEN
+        RETURN jsonb_build_object('code', 'cron.every_anchor', 'field', 'cron', 'params', params);
+    END IF;
+    month_days := (ARRAY[31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])[mo]
+        + CASE WHEN mo = 2 AND ((y % 4 = 0 AND y % 100 <> 0) OR y % 400 = 0) THEN 1 ELSE 0 END;
+    IF d < 1 OR d > month_days THEN
+        RETURN jsonb_build_object('code', 'cron.every_anchor', 'field', 'cron', 'params', params);
+    END IF;
+    RETURN NULL;
 END
 $$;
 
@@ -179,41 +324,43 @@ BEGIN
     IF txt = '' THEN
         RETURN jsonb_build_object('code', 'cron.empty', 'field', 'cron', 'params', '{}'::jsonb);
     END IF;
-    IF left(txt, 1) = '@' THEN
-        txt := CASE lower(txt COLLATE "C")
-            WHEN '@yearly' THEN '0 0 1 1 *'
-            WHEN '@annually' THEN '0 0 1 1 *'
-            WHEN '@monthly' THEN '0 0 1 * *'
-            WHEN '@weekly' THEN '0 0 * * 0'
-            WHEN '@daily' THEN '0 0 * * *'
-            WHEN '@midnight' THEN '0 0 * * *'
-            WHEN '@hourly' THEN '0 * * * *'
-        END;
-        IF txt IS NULL THEN
-            RETURN jsonb_build_object('code', 'cron.macro_unknown', 'field', 'cron',
-                'params', jsonb_build_object('value', btrim(expr, space)));
-        END IF;
-        RETURN NULL;  -- the macros' expansions are valid
-    END IF;
     parts := regexp_split_to_array(txt, '[ \t\n\r\f\v]+');
     n := cardinality(parts);
+    IF lower(parts[1] COLLATE "C") = '@every' THEN
+        RETURN agentlab_sched._cron_every_problem(txt);
+    END IF;
+    IF n = 2 AND lower(parts[2] COLLATE "C") IN ('second', 'seconds') THEN  -- pg_cron's 'N seconds'
+        IF parts[1] !~ '^[0-9]+$' OR parts[1]::numeric < 1 OR parts[1]::numeric > 59 THEN
+            RETURN jsonb_build_object('code', 'cron.seconds_interval', 'field', 'cron',
+                'params', jsonb_build_object('value', txt));
+        END IF;
+        RETURN NULL;
+    END IF;
+    IF left(txt, 1) = '@' THEN
+        IF lower(txt COLLATE "C") IN ('@yearly', '@annually', '@monthly', '@weekly', '@daily', '@midnight', '@hourly')
+        THEN
+            RETURN NULL;  -- the macros' expansions are valid
+        END IF;
+        RETURN jsonb_build_object('code', 'cron.macro_unknown', 'field', 'cron',
+            'params', jsonb_build_object('value', txt));
+    END IF;
     IF n NOT IN (5, 6) THEN
         RETURN jsonb_build_object('code', 'cron.field_count', 'field', 'cron',
             'params', jsonb_build_object('count', n, 'expr', txt));
     END IF;
     FOR i IN 1..n LOOP
-        r := agentlab_sched._cron_field(parts[i], i);
+        r := agentlab_sched._cron_field_check(parts[i], i);
         IF r.problem IS NOT NULL THEN
             RETURN r.problem;
         END IF;
         IF i = 3 THEN
-            dom := r.vals;
+            dom := r.needs;
         ELSIF i = 4 THEN
-            months := r.vals;
+            months := r.needs;
         END IF;
     END LOOP;
-    -- With AND (either day field starts with *), a day-of-month no month has never fires.
-    IF left(parts[3], 1) = '*' OR left(parts[5], 1) = '*' THEN
+    -- With AND (either day field starts with * or is ?), a day-of-month no month has never fires.
+    IF left(parts[3], 1) = '*' OR left(parts[5], 1) = '*' OR '?' IN (parts[3], parts[5]) THEN
         FOREACH m IN ARRAY months LOOP
             longest := greatest(longest, (ARRAY[31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])[m]);
         END LOOP;
