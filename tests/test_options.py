@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 from agentlab_sched import messages
 from agentlab_sched.cli import app
+from agentlab_sched.database import queries
 from agentlab_sched.schedules import admin, planner
 from agentlab_sched.schedules.options import CLEARABLE, OPTIONS, Option, catalog_rows
 
@@ -115,6 +116,26 @@ def sql_function_problems(conn: psycopg.Connection, options: tuple[Option, ...])
                 problems.append(f"option {o.name}: is {arg['type']} in {where}, the table says {o.sql_type}")
             if not arg["default"].startswith("NULL"):
                 problems.append(f"option {o.name}: must be DEFAULT NULL in {where} (NULL = not given)")
+    return problems
+
+
+def query_problems(options: tuple[Option, ...]) -> list[str]:
+    """The named queries admin sends (database/queries/schedules.sql) pass every option on."""
+    problems = []
+    where = "the named query {} (database/queries/schedules.sql)"
+    create = queries.text("create_schedule")
+    columns = re.search(r"INSERT INTO agentlab_sched.schedules\s*\(([^)]*)\)", create)
+    for o in options:
+        for name in ("schedule", "alter_schedule"):
+            if f"{o.name} => %({o.name})s::{o.sql_type}" not in queries.text(name):
+                problems.append(f"option {o.name}: no `{o.name} => %({o.name})s::{o.sql_type}` in {where.format(name)}")
+        if not columns or o.name not in re.split(r"[\s,]+", columns[1]):
+            problems.append(f"option {o.name}: not a column of the INSERT of {where.format('create_schedule')}")
+        if f"coalesce(%({o.name})s::{o.sql_type}, d.{o.name})" not in create:
+            problems.append(
+                f"option {o.name}: no `coalesce(%({o.name})s::{o.sql_type}, d.{o.name})` in "
+                + where.format("create_schedule")
+            )
     return problems
 
 
@@ -235,6 +256,7 @@ def test_the_database_has_every_option(sync_conn: psycopg.Connection) -> None:
 
 def test_the_python_api_cli_planner_and_docs_have_every_option() -> None:
     assert python_problems(OPTIONS) == []
+    assert query_problems(OPTIONS) == []
     assert cli_problems(OPTIONS) == []
     assert planner_problems(OPTIONS) == []
     assert docs_problems(OPTIONS) == []
@@ -246,6 +268,7 @@ def test_a_new_option_missing_everywhere_is_reported_for_every_place(sync_conn: 
         *table_problems(sync_conn, (colour,)),
         *sql_function_problems(sync_conn, (colour,)),
         *python_problems((colour,)),
+        *query_problems((colour,)),
         *cli_problems((colour,)),
         *planner_problems((colour,)),
         *docs_problems((colour,)),
@@ -255,6 +278,10 @@ def test_a_new_option_missing_everywhere_is_reported_for_every_place(sync_conn: 
         "agentlab_sched.schedule() (sql/30_schedules.sql)",
         "agentlab_sched.alter_schedule() (sql/30_schedules.sql)",
         "admin.schedule() (schedules/admin.py)",
+        "the named query schedule (database/queries/schedules.sql)",
+        "the named query alter_schedule (database/queries/schedules.sql)",
+        "the INSERT of the named query create_schedule",
+        "d.colour)` in the named query create_schedule",
         "admin.alter() (schedules/admin.py)",
         "admin.Schedule (schedules/admin.py)",
         "schedule.field.colour in the catalogue",

@@ -32,20 +32,20 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
-from psycopg import sql
-from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from agentlab_sched import errors
 from agentlab_sched._plain import plain
+from agentlab_sched.database import queries
 from agentlab_sched.errors import Conflict, NotFound, SchedError
+from agentlab_sched.firing import tick
+from agentlab_sched.messages import term
+from agentlab_sched.schedules import cron as cronlib
 from agentlab_sched.schedules import options as option_table
-
-if TYPE_CHECKING:
-    from agentlab_sched.schedules.cron import Upcoming
+from agentlab_sched.schedules.cron import Upcoming
 
 __all__ = [
     "CLEARABLE",
@@ -74,15 +74,14 @@ CLEARABLE = option_table.CLEARABLE
 
 
 class _Record:
-    """Shared by the result dataclasses: built from a row, turned into JSON-ready data."""
+    """Shared by the result dataclasses (built by psycopg's ``class_row``): JSON-ready data."""
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Any:
-        values = {}
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-            value = row.get(f.name)
-            values[f.name] = tuple(value) if isinstance(value, list) else value
-        return cls(**values)
+    def __post_init__(self) -> None:
+        # Arrays arrive as lists: keep the frozen record hashable and its sequences immutable.
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            if isinstance(value, list):
+                object.__setattr__(self, f.name, tuple(value))
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data for ``--json`` and scripts: times in ISO 8601, durations in seconds."""
@@ -168,87 +167,43 @@ class ScheduleStatus(_Record):
     webhook: str | None
 
 
-_SCHEDULE_COLUMNS = sql.SQL(", ").join(
-    [
-        sql.Identifier(f.name)
-        for f in dataclasses.fields(Schedule)
-        if f.name not in ("webhook_configured", "webhook_has_secret")
-    ]
-    + [
-        sql.SQL("webhook_url_enc IS NOT NULL AS webhook_configured"),
-        sql.SQL("webhook_secret_enc IS NOT NULL AS webhook_has_secret"),
-    ]
-)
-
-
 def _check_cron_and_zone(cron_expr: str | None, timezone: str | None) -> None:
     """The same checks the database makes, made here first (the same messages)."""
-    from agentlab_sched.schedules import cron
-
     if cron_expr is not None:
-        cron.parse(cron_expr)
+        cronlib.parse(cron_expr)
     if timezone is not None:
-        cron.check_timezone(timezone)
+        cronlib.check_timezone(timezone)
 
 
 async def _replan(conn: psycopg.AsyncConnection[Any], schedule_id: int, now: datetime | None) -> None:
     """Plan the next fire now, as a worker would within a tick (tick.replan, the one implementation)."""
-    from agentlab_sched.firing import tick
-
     await tick.replan(conn, [schedule_id], now=now)
 
 
 async def _fetch(conn: psycopg.AsyncConnection[Any], name: str) -> Schedule:
-    async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(
-            sql.SQL("SELECT {} FROM agentlab_sched.schedules WHERE name = %s").format(_SCHEDULE_COLUMNS),
-            (name,),
-        )
-        row = await cur.fetchone()
-    if row is None:
+    found = await queries.one(conn, "get_schedule", {"name": name}, Schedule)
+    if found is None:
         raise NotFound("schedule.not_found", "name", name=name)
-    return Schedule.from_row(row)
+    return found
 
 
-async def _call(conn: psycopg.AsyncConnection[Any], query: sql.Composable | str, params: Mapping[str, Any]) -> Any:
+async def _call(conn: psycopg.AsyncConnection[Any], query: str, params: Mapping[str, Any]) -> Any:
+    """The value of named query ``query``, the database's refusals raised as SchedError."""
     with errors.translated():
-        async with conn.cursor(row_factory=dict_row) as cur:
-            await cur.execute(query, params)
-            row = await cur.fetchone()
-    assert row is not None
-    return next(iter(row.values()))
+        return await queries.value(conn, query, params)
 
 
-def _jsonb(value: Any) -> Jsonb:
-    """A JSON parameter: mappings as plain dicts; anything else as given (the database says what it needs)."""
-    return Jsonb(dict(value) if isinstance(value, Mapping) else value)
+#: The arguments the admin functions pass on to the SQL API, besides the options.
+_FIELDS = ("name", "cron", "task", "inputs", "timezone", *option_table.NAMES, "new_name", "expected_version", "clear")
 
 
-def _named_args(values: Mapping[str, Any], casts: Mapping[str, str]) -> tuple[sql.Composable, dict[str, Any]]:
-    """``a => %(a)s::type, ...`` for the arguments that are not None."""
-    given = {k: v for k, v in values.items() if v is not None}
-    parts = [sql.SQL("{} => {}::{}").format(sql.Identifier(k), sql.Placeholder(k), sql.SQL(casts[k])) for k in given]
-    params = {k: _jsonb(v) if casts[k] == "jsonb" else v for k, v in given.items()}
-    return sql.SQL(", ").join(parts), params
-
-
-#: The SQL type of every argument the admin functions pass on.
-_CASTS = {
-    "name": "text",
-    "cron": "text",
-    "task": "text",
-    "inputs": "jsonb",
-    "timezone": "text",
-    **{o.name: o.sql_type for o in option_table.OPTIONS},
-    "new_name": "text",
-    "expected_version": "integer",
-    "clear": "text[]",
-}
-
-
-def _arguments(given: Mapping[str, Any]) -> dict[str, Any]:
-    """The SQL arguments among a function's own arguments (``locals()`` at its start)."""
-    return {k: v for k, v in given.items() if k in _CASTS}
+def _arguments(given: Mapping[str, Any], **changed: Any) -> dict[str, Any]:
+    """The query parameters among a function's own arguments (``locals()`` at its start): every field,
+    None when not given; mappings as JSON."""
+    values = {k: given.get(k) for k in _FIELDS} | changed
+    if values["inputs"] is not None:
+        values["inputs"] = Jsonb(dict(values["inputs"]) if isinstance(values["inputs"], Mapping) else values["inputs"])
+    return values
 
 
 async def schedule(
@@ -280,12 +235,10 @@ async def schedule(
     arguments, when None, take their default on create and leave the field as it is on update.
     ``now`` (default: the database clock) is the instant the next fire is planned after.
     """
-    values = _arguments(locals())
-    values["inputs"] = {} if inputs is None else inputs
+    params = _arguments(locals(), inputs={} if inputs is None else inputs)
     _check_cron_and_zone(cron, timezone)
-    args, params = _named_args(values, _CASTS)
     async with conn.transaction():
-        sid = await _call(conn, sql.SQL("SELECT agentlab_sched.schedule({})").format(args), params)
+        sid = await _call(conn, "schedule", params)
         await _replan(conn, sid, now)
         return await _fetch(conn, name)
 
@@ -313,23 +266,11 @@ async def create(
     if unknown:
         raise TypeError(f"create() got unexpected keyword arguments: {', '.join(sorted(unknown))}")
     _check_cron_and_zone(cron, timezone)
-    values = {
-        "name": name,
-        "cron": cron,
-        "task": task,
-        "inputs": {} if inputs is None else inputs,
-        "timezone": timezone,
-    }
-    values.update({k: v for k, v in options.items() if v is not None})
-    columns = list(values)
-    query = sql.SQL("INSERT INTO agentlab_sched.schedules ({}) VALUES ({}) RETURNING id").format(
-        sql.SQL(", ").join(map(sql.Identifier, columns)),
-        sql.SQL(", ").join(sql.SQL("{}::{}").format(sql.Placeholder(c), sql.SQL(_CASTS[c])) for c in columns),
-    )
-    params = {c: _jsonb(v) if _CASTS[c] == "jsonb" else v for c, v in values.items()}
+    params = _arguments(options, name=name, cron=cron, task=task, inputs={} if inputs is None else inputs)
+    params["timezone"] = timezone
     async with conn.transaction():
         try:
-            sid = await _call(conn, query, params)
+            sid = await _call(conn, "create_schedule", params)
         except psycopg.errors.UniqueViolation as exc:
             raise Conflict("schedule.name_taken", "name", name=name) from exc
         await _replan(conn, sid, now)
@@ -370,12 +311,10 @@ async def alter(
     changed. A real change of cron or time zone continues from the pending due time; enabling plans
     the first fire after ``now``.
     """
-    values = _arguments(locals())
-    values["clear"] = list(clear) or None
+    params = _arguments(locals(), clear=list(clear) or None)
     _check_cron_and_zone(cron, timezone)
-    args, params = _named_args(values, _CASTS)
     async with conn.transaction():
-        await _call(conn, sql.SQL("SELECT agentlab_sched.alter_schedule({})").format(args), params)
+        await _call(conn, "alter_schedule", params)
         current = await _fetch(conn, new_name or name)
         if current.replan is not None:
             await _replan(conn, current.id, now)
@@ -385,7 +324,7 @@ async def alter(
 
 async def unschedule(conn: psycopg.AsyncConnection[Any], name: str) -> bool:
     """Delete schedule ``name`` and its ledger (its runs stay, unlinked); False when there was none."""
-    return bool(await _call(conn, "SELECT agentlab_sched.unschedule(%(name)s::text)", {"name": name}))
+    return bool(await _call(conn, "unschedule", {"name": name}))
 
 
 async def pause(conn: psycopg.AsyncConnection[Any], name: str, reason: str | None = None) -> Schedule:
@@ -394,11 +333,7 @@ async def pause(conn: psycopg.AsyncConnection[Any], name: str, reason: str | Non
     Nothing is pending while paused (``next_run_at`` is None); :func:`resume` plans from its own moment.
     """
     async with conn.transaction():
-        await _call(
-            conn,
-            "SELECT agentlab_sched.pause(%(name)s::text, %(reason)s::text)",
-            {"name": name, "reason": reason},
-        )
+        await _call(conn, "pause", {"name": name, "reason": reason})
         return await _fetch(conn, name)
 
 
@@ -406,7 +341,7 @@ async def resume(conn: psycopg.AsyncConnection[Any], name: str, *, now: datetime
     """Fire schedule ``name`` again: the next fire is the first due time after ``now`` (the paused time
     is never replayed); clears the pause reason and the failure count. A no-op when it is not paused."""
     async with conn.transaction():
-        await _call(conn, "SELECT agentlab_sched.resume(%(name)s::text)", {"name": name})
+        await _call(conn, "resume", {"name": name})
         current = await _fetch(conn, name)
         if current.replan is not None:
             await _replan(conn, current.id, now)
@@ -423,21 +358,16 @@ async def get(conn: psycopg.AsyncConnection[Any], name: str) -> Schedule:
 async def status(conn: psycopg.AsyncConnection[Any], name: str) -> ScheduleStatus:
     """The ``schedule_status`` row of schedule ``name``; :class:`NotFound` when there is none."""
     with errors.translated():
-        async with conn.cursor(row_factory=dict_row) as cur:
-            await cur.execute("SELECT * FROM agentlab_sched.schedule_status WHERE name = %s", (name,))
-            row = await cur.fetchone()
-    if row is None:
+        found = await queries.one(conn, "schedule_status", {"name": name}, ScheduleStatus)
+    if found is None:
         raise NotFound("schedule.not_found", "name", name=name)
-    return ScheduleStatus.from_row(row)
+    return found
 
 
 async def list_schedules(conn: psycopg.AsyncConnection[Any]) -> list[ScheduleStatus]:
     """Every schedule with its status (the ``schedule_status`` view), by name."""
     with errors.translated():
-        async with conn.cursor(row_factory=dict_row) as cur:
-            await cur.execute("SELECT * FROM agentlab_sched.schedule_status ORDER BY name")
-            rows = await cur.fetchall()
-    return [ScheduleStatus.from_row(r) for r in rows]
+        return await queries.rows(conn, "schedule_statuses", None, ScheduleStatus)
 
 
 async def upcoming(
@@ -450,18 +380,11 @@ async def upcoming(
     (``starts_at``/``ends_at``) and ``remaining_runs`` are respected; a paused schedule shows what it
     would do once resumed.
     """
-    from agentlab_sched.schedules import cron as cronlib
-
     if n < 1:
         raise errors.ValidationError("schedule.too_small", "count", field=_term("count"), value=n, min=1)
     current = await get(conn, name)
     if after is None:
-        async with conn.cursor(row_factory=dict_row) as cur:
-            await cur.execute("SELECT now() AS now")
-            row = await cur.fetchone()
-            assert row is not None
-            after = row["now"]
-    assert after is not None
+        after = await tick.db_now(conn)
     expr = cronlib.parse(current.cron)
     limit = n if current.remaining_runs is None else min(n, current.remaining_runs)
     if limit <= 0:
@@ -476,6 +399,4 @@ async def upcoming(
 
 
 def _term(field: str) -> dict[str, object]:
-    from agentlab_sched.messages import term
-
     return term(f"schedule.field.{field}")

@@ -1,0 +1,112 @@
+-- Schedules: the statements of the Python admin API (schedules/admin.py). The SQL functions called are in
+-- database/sql/30_schedules.sql. Every schedule option (schedules/options.py) is an argument of
+-- schedule, alter_schedule and create_schedule (tests/test_options.py checks it); NULL = not given.
+
+-- name: schedule
+-- Create or update schedule %(name)s (SQL schedule()); its id.
+SELECT agentlab_sched.schedule(
+    name => %(name)s::text,
+    cron => %(cron)s::text,
+    task => %(task)s::text,
+    inputs => %(inputs)s::jsonb,
+    timezone => %(timezone)s::text,
+    queue => %(queue)s::text,
+    priority => %(priority)s::integer,
+    overlap => %(overlap)s::text,
+    misfire_grace => %(misfire_grace)s::interval,
+    timeout => %(timeout)s::interval,
+    enabled => %(enabled)s::boolean,
+    catchup => %(catchup)s::text,
+    max_catchup => %(max_catchup)s::integer,
+    starts_at => %(starts_at)s::timestamptz,
+    ends_at => %(ends_at)s::timestamptz,
+    remaining_runs => %(remaining_runs)s::integer,
+    pause_after_failures => %(pause_after_failures)s::integer,
+    context => %(context)s::text) AS id
+
+-- name: create_schedule
+-- Create schedule %(name)s (a unique violation when the name is taken); the options not given take their
+-- default (option_defaults(), from schedules/options.py); its id.
+INSERT INTO agentlab_sched.schedules
+    (name, cron, task, inputs, timezone, queue, priority, overlap, misfire_grace, timeout, enabled, catchup,
+     max_catchup, starts_at, ends_at, remaining_runs, pause_after_failures, context)
+SELECT %(name)s::text, %(cron)s::text, %(task)s::text, %(inputs)s::jsonb, %(timezone)s::text,
+       coalesce(%(queue)s::text, d.queue),
+       coalesce(%(priority)s::integer, d.priority),
+       coalesce(%(overlap)s::text, d.overlap),
+       coalesce(%(misfire_grace)s::interval, d.misfire_grace),
+       coalesce(%(timeout)s::interval, d.timeout),
+       coalesce(%(enabled)s::boolean, d.enabled),
+       coalesce(%(catchup)s::text, d.catchup),
+       coalesce(%(max_catchup)s::integer, d.max_catchup),
+       coalesce(%(starts_at)s::timestamptz, d.starts_at),
+       coalesce(%(ends_at)s::timestamptz, d.ends_at),
+       coalesce(%(remaining_runs)s::integer, d.remaining_runs),
+       coalesce(%(pause_after_failures)s::integer, d.pause_after_failures),
+       coalesce(%(context)s::text, d.context)
+FROM agentlab_sched.option_defaults() d
+RETURNING id
+
+-- name: alter_schedule
+-- Change the fields of schedule %(name)s that are given (SQL alter_schedule()); its version.
+SELECT agentlab_sched.alter_schedule(
+    name => %(name)s::text,
+    cron => %(cron)s::text,
+    timezone => %(timezone)s::text,
+    task => %(task)s::text,
+    inputs => %(inputs)s::jsonb,
+    queue => %(queue)s::text,
+    priority => %(priority)s::integer,
+    overlap => %(overlap)s::text,
+    misfire_grace => %(misfire_grace)s::interval,
+    timeout => %(timeout)s::interval,
+    enabled => %(enabled)s::boolean,
+    catchup => %(catchup)s::text,
+    max_catchup => %(max_catchup)s::integer,
+    starts_at => %(starts_at)s::timestamptz,
+    ends_at => %(ends_at)s::timestamptz,
+    remaining_runs => %(remaining_runs)s::integer,
+    pause_after_failures => %(pause_after_failures)s::integer,
+    context => %(context)s::text,
+    new_name => %(new_name)s::text,
+    expected_version => %(expected_version)s::integer,
+    clear => %(clear)s::text[]) AS version
+
+-- name: get_schedule
+-- Schedule %(name)s as admin.Schedule: webhook URL and secret only as whether they are set.
+SELECT id, name, cron, timezone, task, inputs, queue, priority, overlap, misfire_grace, timeout, enabled, catchup,
+       max_catchup, starts_at, ends_at, remaining_runs, pause_after_failures, consecutive_failures,
+       paused_reason, paused_at, context, session_key, next_run_at, replan, version, created_at, updated_at,
+       webhook_format, webhook_url_hint, webhook_url_enc IS NOT NULL AS webhook_configured,
+       webhook_secret_enc IS NOT NULL AS webhook_has_secret, webhook_events
+FROM agentlab_sched.schedules WHERE name = %(name)s
+
+-- name: unschedule
+-- Delete schedule %(name)s; whether there was one.
+SELECT agentlab_sched.unschedule(%(name)s::text) AS deleted
+
+-- name: pause
+-- Stop firing schedule %(name)s, recording %(reason)s; whether this call paused it.
+SELECT agentlab_sched.pause(%(name)s::text, %(reason)s::text) AS paused
+
+-- name: resume
+-- Fire schedule %(name)s again from now on; whether this call resumed it.
+SELECT agentlab_sched.resume(%(name)s::text) AS resumed
+
+-- name: schedule_status
+-- The schedule_status row of schedule %(name)s (admin.ScheduleStatus).
+SELECT id, name, cron, timezone, task, enabled, next_run_at, replan, last_fire_id, last_fire_at, last_fire_kind,
+       last_fire_status, last_fire_reason_code, last_fire_reason, last_run_id, last_run_status,
+       last_run_created_at, last_run_finished_at, consecutive_failures, pause_after_failures, paused_reason,
+       paused_at, overlap, remaining_runs, version, updated_at, webhook_format, webhook_url_hint,
+       webhook_has_secret, webhook_events, webhook
+FROM agentlab_sched.schedule_status WHERE name = %(name)s
+
+-- name: schedule_statuses
+-- Every schedule_status row, by name.
+SELECT id, name, cron, timezone, task, enabled, next_run_at, replan, last_fire_id, last_fire_at, last_fire_kind,
+       last_fire_status, last_fire_reason_code, last_fire_reason, last_run_id, last_run_status,
+       last_run_created_at, last_run_finished_at, consecutive_failures, pause_after_failures, paused_reason,
+       paused_at, overlap, remaining_runs, version, updated_at, webhook_format, webhook_url_hint,
+       webhook_has_secret, webhook_events, webhook
+FROM agentlab_sched.schedule_status ORDER BY name
