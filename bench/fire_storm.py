@@ -191,10 +191,10 @@ async def _defer_baseline(url: str, n: int, batch: bool) -> float:
         return time.perf_counter() - began
 
 
-def run(ns: list[int], rounds: int, opts: Options, baselines: bool) -> dict[str, Any]:
+def run(ns: list[int], rounds: int, opts: Options, baselines: bool, server_kind: str | None = None) -> dict[str, Any]:
     results: dict[str, Any] = {"machine": common.machine(), "rounds": rounds, "options": asdict(opts), "by_n": []}
-    with common.server() as srv:
-        results["postgres"] = srv.version()
+    with common.server(server_kind) as srv:
+        srv.describe(results)
         for n in ns:
             storms, naive, batch = [], [], []
             for _ in range(rounds):
@@ -245,7 +245,8 @@ if __name__ == "__main__":
     parser.add_argument("--batch-size", type=int, default=1000, help="schedules claimed per transaction")
     parser.add_argument("--patch", help="a proposed SQL change (unified diff): measured with it applied")
     parser.add_argument("--no-baselines", action="store_true", help="skip the procrastinate defer baselines")
+    parser.add_argument("--server", choices=common.server_kinds(), help=f"default {common.default_server()}")
     parser.add_argument("--save", help="write the JSON result to this file too")
     args = parser.parse_args()
     opts = Options(not args.plain_inputs, args.profile, args.auto_plans, args.batch_size, args.patch)
-    common.emit(run(args.n or [1000, 10000], args.rounds, opts, not args.no_baselines), args.save)
+    common.emit(run(args.n or [1000, 10000], args.rounds, opts, not args.no_baselines, args.server), args.save)

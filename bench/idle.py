@@ -99,10 +99,10 @@ def _measure(srv: common.Server, url: str, mode: str, seconds: float) -> dict[st
     }
 
 
-def run(modes: list[str], seconds: float, count: int, rounds: int) -> dict[str, Any]:
+def run(modes: list[str], seconds: float, count: int, rounds: int, server_kind: str | None = None) -> dict[str, Any]:
     results: dict[str, Any] = {"machine": common.machine(), "schedules": count + 1, "modes": {}}
-    with common.server() as srv:
-        results["postgres"] = srv.version()
+    with common.server(server_kind) as srv:
+        srv.describe(results)
         with srv.database() as url:
             began = time.monotonic()
             _load(url, count)
@@ -131,6 +131,7 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=60.0, help="measured seconds per mode (default 60)")
     parser.add_argument("--schedules", type=int, default=100_000, help="idle schedules (default 100000)")
     parser.add_argument("--rounds", type=int, default=1, help="measurements per mode (medians reported)")
+    parser.add_argument("--server", choices=common.server_kinds(), help=f"default {common.default_server()}")
     parser.add_argument("--save", help="write the JSON result to this file too")
     args = parser.parse_args()
-    common.emit(run(args.mode or ["precise"], args.seconds, args.schedules, args.rounds), args.save)
+    common.emit(run(args.mode or ["precise"], args.seconds, args.schedules, args.rounds, args.server), args.save)

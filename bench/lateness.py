@@ -3,10 +3,11 @@
     python -m bench.lateness                          # both modes, 60 s each
     python -m bench.lateness --seconds 15 --mode precise
 
-Lateness is ``runs.started_at - fires.fire_at``: from the nominal cron instant to the moment a worker
-took the job (the run turns ``running`` in the same transaction). Also reported: how late the fire was
-recorded (``fires.created_at``, the start of the tick's transaction). Modes, each a worker process of its
-own on a fresh database (see bench/worker.py):
+Lateness is when the job body started (its first line: ``bench.hit``, one INSERT recording
+``clock_timestamp()``, see bench/apps.py) minus ``fires.fire_at``, the nominal cron instant. Also reported:
+when the run turned ``running`` (``runs.started_at``, the transaction in which a worker took the job) and
+when the fire was recorded (``fires.created_at``). Modes, each a worker process of its own on a fresh
+database (see bench/worker.py):
 
 - ``tick``: a plain procrastinate worker on the demo app; schedules fire from the blueprint's periodic
   tick only (Procrastinate defers it every second, 0.5 s after the second: its MARGIN).
@@ -29,7 +30,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from . import common
+from . import apps, common
 
 SCHEDULES = 50
 #: Seconds ignored after the first fire (start-up), and before the end (jobs not yet taken).
@@ -40,8 +41,9 @@ TAIL = 2.0
 def _measure(url: str, mode: str, seconds: float, sync_commit: str, concurrency: int, workers: int) -> dict[str, Any]:
     with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
         conn.execute(f"ALTER DATABASE {conn.info.dbname} SET synchronous_commit = {sync_commit}")
+        apps.create_hits(conn)
         common.insert_schedules(
-            conn, SCHEDULES, cron="* * * * * *", next_run_at=None, prefix="late", overlap="allow_all"
+            conn, SCHEDULES, cron="* * * * * *", next_run_at=None, prefix="late", overlap="allow_all", task=apps.TASK
         )
         procs = [common.start_worker(url, mode, "--concurrency", str(concurrency)) for _ in range(workers)]
         try:
@@ -57,14 +59,17 @@ def _measure(url: str, mode: str, seconds: float, sync_commit: str, concurrency:
             stopped_in = max(common.stop_worker(p) for p in procs)
         rows = conn.execute(
             """SELECT f.status, extract(epoch FROM f.created_at - f.fire_at) AS recorded,
-                      extract(epoch FROM r.started_at - f.fire_at) AS started
+                      extract(epoch FROM r.started_at - f.fire_at) AS run_started,
+                      extract(epoch FROM h.at - f.fire_at) AS started
                FROM agentlab_sched.fires f LEFT JOIN agentlab_sched.runs r ON r.id = f.run_id
+               LEFT JOIN bench_hits h ON h.job_id = r.job_id
                WHERE f.fire_at >= %(first)s + make_interval(secs => %(warmup)s)
                  AND f.fire_at < %(first)s + make_interval(secs => %(warmup)s + %(seconds)s)""",
             {"first": first, "warmup": WARMUP, "seconds": seconds},
         ).fetchall()
     started = [float(r["started"]) for r in rows if r["started"] is not None]
     recorded = [float(r["recorded"]) for r in rows]
+    run_started = [float(r["run_started"]) for r in rows if r["run_started"] is not None]
     return {
         "mode": mode,
         "fires": len(rows),
@@ -74,6 +79,8 @@ def _measure(url: str, mode: str, seconds: float, sync_commit: str, concurrency:
         "start_p50_ms": _ms(common.percentile(started, 50)),
         "start_p99_ms": _ms(common.percentile(started, 99)),
         "start_max_ms": _ms(max(started, default=float("nan"))),
+        "run_started_p50_ms": _ms(common.percentile(run_started, 50)),
+        "run_started_p99_ms": _ms(common.percentile(run_started, 99)),
         "recorded_p50_ms": _ms(common.percentile(recorded, 50)),
         "recorded_p99_ms": _ms(common.percentile(recorded, 99)),
         "worker_stopped_in_s": round(stopped_in, 2),
@@ -85,7 +92,13 @@ def _ms(seconds: float) -> float:
 
 
 def run(
-    modes: list[str], seconds: float, rounds: int, sync_commit: str, concurrency: int, workers: int
+    modes: list[str],
+    seconds: float,
+    rounds: int,
+    sync_commit: str,
+    concurrency: int,
+    workers: int,
+    server_kind: str | None = None,
 ) -> dict[str, Any]:
     results: dict[str, Any] = {
         "machine": common.machine(),
@@ -96,8 +109,8 @@ def run(
         "workers": workers,
         "modes": {},
     }
-    with common.server() as srv:
-        results["postgres"] = srv.version()
+    with common.server(server_kind) as srv:
+        srv.describe(results)
         for _ in range(rounds):
             for mode in modes:
                 with srv.database() as url:
@@ -111,7 +124,15 @@ def run(
     for mode, ones in results["modes"].items():
         results[f"{mode}_median"] = {
             key: common.median([o[key] for o in ones])
-            for key in ("start_p50_ms", "start_p99_ms", "start_max_ms", "recorded_p50_ms", "recorded_p99_ms")
+            for key in (
+                "start_p50_ms",
+                "start_p99_ms",
+                "start_max_ms",
+                "run_started_p50_ms",
+                "run_started_p99_ms",
+                "recorded_p50_ms",
+                "recorded_p99_ms",
+            )
         }
     results["machine"]["loadavg_end"] = common.machine()["loadavg"]
     return results
@@ -125,9 +146,9 @@ if __name__ == "__main__":
     parser.add_argument("--synchronous-commit", choices=["on", "off"], default="on")
     parser.add_argument("--concurrency", type=int, default=10, help="each worker's (default 10)")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    parser.add_argument("--server", choices=common.server_kinds(), help=f"default {common.default_server()}")
     parser.add_argument("--save", help="write the JSON result to this file too")
     args = parser.parse_args()
     modes = args.mode or ["tick", "precise"]
-    common.emit(
-        run(modes, args.seconds, args.rounds, args.synchronous_commit, args.concurrency, args.workers), args.save
-    )
+    result = run(modes, args.seconds, args.rounds, args.synchronous_commit, args.concurrency, args.workers, args.server)
+    common.emit(result, args.save)

@@ -5,8 +5,9 @@
     python -m bench.worker --mode bare      # a plain procrastinate worker, demo tasks without the scheduler
     python -m bench.worker --mode loop      # the precise loop alone, no procrastinate worker
 
-``tick`` is what ``procrastinate --app agentlab_sched.demo.app worker`` runs; ``bare`` and ``loop`` split the
-idle cost of ``precise`` into its parts.
+The apps are bench/apps.py's (the demo app with ``bench.hit``; ``bare``: ``bench.hit`` and the demo tasks
+alone). ``tick`` is what ``procrastinate --app agentlab_sched.demo.app worker`` runs; ``bare`` and ``loop``
+split the idle cost of ``precise`` into its parts.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from agentlab_sched import demo
 from agentlab_sched.database.connections import scheduler_connection
 from agentlab_sched.firing.blueprint import register_app_tasks
 from agentlab_sched.settings import Settings
-from agentlab_sched.worker import Scheduler, connector_for, run_worker
+from agentlab_sched.worker import Scheduler, run_worker
+
+from . import apps
 
 
 def _stop_on_signals() -> asyncio.Event:
@@ -60,16 +63,16 @@ async def _loop_only(app: procrastinate.App, url: str) -> None:
 async def main(mode: str, concurrency: int) -> None:
     url = os.environ["AGENTLAB_SCHED_DATABASE_URL"]
     if mode == "precise":
-        await run_worker(demo.make_app(url), url, concurrency=concurrency)
+        await run_worker(apps.make_app(url), url, concurrency=concurrency)
     elif mode == "tick":
-        await _plain(demo.make_app(url), concurrency)
+        await _plain(apps.make_app(url), concurrency)
     elif mode == "bare":
-        app = procrastinate.App(connector=connector_for(url))
+        app = apps.make_bare_app(url)
         for func in (demo.echo, demo.sleep, demo.fail):
             app.task(name=f"demo.{func.__name__}")(func)
         await _plain(app, concurrency)
     elif mode == "loop":
-        await _loop_only(demo.make_app(url), url)
+        await _loop_only(apps.make_app(url), url)
 
 
 if __name__ == "__main__":
