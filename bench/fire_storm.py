@@ -60,6 +60,37 @@ def _inputs(template: bool) -> dict[str, Any]:
     return {"report": "daily", "day": "{{ schedule.date }}"} if template else {"report": "daily", "day": "2030-01-01"}
 
 
+def _timed_key(query: Any) -> str:
+    text = str(query)
+    return "claim" if "claim_due" in text else "apply" if "apply_plans" in text else "other"
+
+
+class _TimedCursor:
+    """A cursor of `_TimedConnection`: its statements are timed by kind."""
+
+    def __init__(self, cur: Any, spent: dict[str, float]) -> None:
+        self._cur = cur
+        self._spent = spent
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cur, name)
+
+    async def __aenter__(self) -> _TimedCursor:
+        await self._cur.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._cur.__aexit__(*exc)
+
+    async def execute(self, query: Any, params: Any = None) -> Any:
+        began = time.perf_counter()
+        try:
+            return await self._cur.execute(query, params)
+        finally:
+            key = _timed_key(query)
+            self._spent[key] = self._spent.get(key, 0.0) + time.perf_counter() - began
+
+
 class _TimedConnection:
     """The connection `fire_due` uses, timing its statements (claim, apply) on the way."""
 
@@ -70,13 +101,15 @@ class _TimedConnection:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._conn, name)
 
+    def cursor(self, *args: Any, **kwargs: Any) -> _TimedCursor:
+        return _TimedCursor(self._conn.cursor(*args, **kwargs), self._spent)
+
     async def execute(self, query: Any, params: Any = None) -> Any:
         began = time.perf_counter()
         try:
             return await self._conn.execute(query, params)
         finally:
-            text = str(query)
-            key = "claim" if "claim_due" in text else "apply" if "apply_plans" in text else "other"
+            key = _timed_key(query)
             self._spent[key] = self._spent.get(key, 0.0) + time.perf_counter() - began
 
 
