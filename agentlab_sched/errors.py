@@ -119,6 +119,9 @@ REGISTRY: dict[str, ErrorCode] = {
             "run.already_decided",
             "run.not_suspended",
             "session.not_persistent",
+            "trigger.paused",
+            "request.duplicate",
+            "request.error",
         ),
     ]
 }

@@ -596,7 +596,7 @@ async def test_backfill_fires_each_due_time_with_its_own_inputs(conn: psycopg.As
     ]
 
 
-async def test_a_huge_backfill_is_refused_with_its_count(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_a_huge_backfill_is_refused_with_the_limit(conn: psycopg.AsyncConnection[Any]) -> None:
     from agentlab_sched.errors import ValidationError
     from agentlab_sched.firing.tick import backfill
 
@@ -604,10 +604,15 @@ async def test_a_huge_backfill_is_refused_with_its_count(conn: psycopg.AsyncConn
     with pytest.raises(ValidationError) as err:
         await backfill(conn, "store-report", NINE, NINE + timedelta(days=1), settings=EN)
     assert err.value.message("en") == (
-        "backfill: the range 2026-10-05 01:00 to 2026-10-06 01:00 holds 1441 due times, more than the limit of "
-        "1000; choose a shorter range"
+        "backfill: the range 2026-10-05 01:00 to 2026-10-06 01:00 holds more than 1000 due times, the most one "
+        "backfill fires; choose a shorter range"
+    )
+    assert err.value.message("zh-CN") == (
+        "补跑:2026-10-05 01:00 至 2026-10-06 01:00 之间的触发时间超过 1000 个(一次补跑的上限),请缩短范围"
     )
     assert await fires(conn, sid) == []
+    cur = await conn.execute("SELECT count(*) AS n FROM agentlab_sched.fire_requests")
+    assert (await cur.fetchone())["n"] == 0  # nothing half-written
 
 
 async def test_inputs_render_every_placeholder_in_the_schedule_zone(

@@ -50,6 +50,8 @@ T = TypeVar("T")
 EXIT_INPUT = 2
 #: Exit status when the database cannot be used (unreachable, not migrated).
 EXIT_DATABASE = 1
+#: Exit status of `schedules trigger` / `backfill` when a fire failed to start (failed_to_start).
+EXIT_NOT_STARTED = 3
 
 
 @dataclass

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import getpass
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from agentlab_sched import messages
 from agentlab_sched.cli import common
@@ -22,33 +24,44 @@ def _who() -> str:
 
 
 def _outcome_row(outcome: tick.FireOutcome, tz: str) -> dict[str, Any]:
+    """One fire for --json: its instant in UTC and in the schedule's zone, both with their offset."""
     return {
         "fire_id": outcome.fire_id,
-        "fire_at": outcome.fire_at,
+        "fire_at": outcome.fire_at.isoformat() if outcome.fire_at else None,
+        "local": outcome.fire_at.astimezone(ZoneInfo(tz)).isoformat() if outcome.fire_at else None,
+        "timezone": tz,
         "status": outcome.status,
         "run_id": outcome.run_id,
+        "reason_code": outcome.reason_code,
         "reason": outcome.reason,
-        "local": messages.local_time(outcome.fire_at, tz) if outcome.fire_at else None,
     }
 
 
-def _show(outcomes: list[tick.FireOutcome], tz: str, as_json: bool) -> None:
-    rows = [_outcome_row(o, tz) for o in outcomes]
-    if as_json:
-        common.print_json(rows)
-        return
+def _table(outcomes: list[tick.FireOutcome], tz: str) -> Table:
     table = Table()
     for col in ("fire", "fire at", "status", "run", "reason"):
         table.add_column(col)
-    for r in rows:
+    for o in outcomes:
         table.add_row(
-            str(r["fire_id"]),
-            f"{r['local']} ({tz})",
-            r["status"],
-            f"#{r['run_id'][:6]}" if r["run_id"] else "",
-            r["reason"] or "",
+            str(o.fire_id),
+            f"{messages.local_time(o.fire_at, tz)} ({tz})" if o.fire_at else "",
+            o.status,
+            f"#{o.run_id[:6]}" if o.run_id else "",
+            o.reason or "",
         )
-    common.out().print(table)
+    return table
+
+
+def _paused_note(ctx: typer.Context, name: str, outcomes: list[tick.FireOutcome]) -> None:
+    if any(o.paused for o in outcomes):
+        text = common.text("trigger.fired_while_paused", common.state(ctx).locale, name=name)
+        common.err().print(Text(text, style="yellow"))
+
+
+def _exit_status(outcomes: list[tick.FireOutcome]) -> None:
+    """Exit non-zero when a fire did not start because something is wrong (failed_to_start)."""
+    if any(o.status == "failed_to_start" for o in outcomes):
+        raise typer.Exit(common.EXIT_NOT_STARTED)
 
 
 async def _timezone(conn: Any, name: str) -> str:
@@ -67,19 +80,33 @@ def register(schedules_app: typer.Typer) -> None:
         ctx: typer.Context,
         name: str = typer.Argument(..., help="schedule name"),
         inputs: str = typer.Option(None, "--inputs", help="JSON object replacing the schedule's inputs"),
+        even_if_paused: bool = typer.Option(
+            False, "--even-if-paused", help="fire even though the schedule is paused (it stays paused)"
+        ),
         as_json: bool = typer.Option(False, "--json", help="print JSON"),
     ) -> None:
-        """Fire a schedule now (kind manual), through the same rules as every fire."""
+        """Fire a schedule now (kind manual), through the same rules as every fire.
+
+        Exits 3 when the fire failed to start (failed_to_start); a paused schedule is refused unless
+        --even-if-paused.
+        """
         override = common.parse_json_object(inputs) if inputs is not None else None
         settings = common.state(ctx).settings()
 
         async def go(conn: Any) -> tuple[list[tick.FireOutcome], str]:
             tz = await _timezone(conn, name)
-            outcome = await tick.trigger(conn, name, override, requested_by=f"manual:{_who()}", settings=settings)
+            outcome = await tick.trigger(
+                conn, name, override, even_if_paused=even_if_paused, requested_by=f"manual:{_who()}", settings=settings
+            )
             return [outcome], tz
 
         outcomes, tz = common.run(ctx, go)
-        _show(outcomes, tz, as_json)
+        _paused_note(ctx, name, outcomes)
+        if as_json:
+            common.print_json([_outcome_row(o, tz) | {"paused": o.paused} for o in outcomes])
+        else:
+            common.out().print(_table(outcomes, tz))
+        _exit_status(outcomes)
 
     @schedules_app.command("backfill")
     def backfill_cmd(
@@ -87,22 +114,53 @@ def register(schedules_app: typer.Typer) -> None:
         name: str = typer.Argument(..., help="schedule name"),
         start: str = typer.Option(..., "--from", help="first instant (ISO 8601; schedule's zone if no offset)"),
         end: str = typer.Option(..., "--to", help="last instant (ISO 8601; schedule's zone if no offset)"),
+        overlap: str = typer.Option(
+            "buffer_all", "--overlap", help="overlap policy of the backfill's fires (default buffer_all: in order)"
+        ),
         as_json: bool = typer.Option(False, "--json", help="print JSON"),
     ) -> None:
-        """Fire one backfill fire per due time in [from, to] (at most 1000)."""
+        """Fire one backfill fire per due time in [from, to] (at most 1000) and say what was launched.
+
+        Exits 3 when a fire failed to start (failed_to_start).
+        """
         settings = common.state(ctx).settings()
 
-        async def go(conn: Any) -> tuple[list[tick.FireOutcome], str]:
+        async def go(conn: Any) -> tuple[tick.BackfillResult, str]:
             tz = await _timezone(conn, name)
-            outcomes = await tick.backfill(
+            result = await tick.backfill(
                 conn,
                 name,
                 common.parse_time(start, "from", tz),
                 common.parse_time(end, "to", tz),
+                overlap=overlap,
                 requested_by=f"backfill:{_who()}",
                 settings=settings,
             )
-            return outcomes, tz
+            return result, tz
 
-        outcomes, tz = common.run(ctx, go)
-        _show(outcomes, tz, as_json)
+        result, tz = common.run(ctx, go)
+        outcomes = list(result)
+        if as_json:
+            common.print_json(
+                {
+                    "request_id": result.request_id,
+                    "launched": result.launched,
+                    "not_launched": result.not_launched,
+                    "counts": result.counts,
+                    "fires": [_outcome_row(o, tz) for o in outcomes],
+                }
+            )
+        else:
+            common.out().print(_table(outcomes, tz))
+            _say_summary(ctx, result)
+        _exit_status(outcomes)
+
+
+def _say_summary(ctx: typer.Context, result: tick.BackfillResult) -> None:
+    """One line: how many fires were launched, and how many were not, by status."""
+    total = sum(result.counts.values())
+    if result.not_launched == 0:
+        common.say(ctx, "cli.backfill_all_launched", total=total)
+        return
+    details = ", ".join(f"{n} {status}" for status, n in sorted(result.counts.items()) if status != "started")
+    common.say(ctx, "cli.backfill_some_not_launched", launched=result.launched, total=total, details=details)

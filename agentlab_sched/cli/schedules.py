@@ -403,7 +403,7 @@ def resume_cmd(ctx: typer.Context, name: Name) -> None:
 def next_cmd(
     ctx: typer.Context,
     name: Name,
-    count: Annotated[int, typer.Option("-n", "--count", help="How many fire times.")] = 5,
+    count: Annotated[int, typer.Option("-n", "--count", help="How many fire times (1-1000).")] = 5,
     as_json: JsonOption = False,
 ) -> None:
     """The coming fire times in UTC and local time, marking DST-moved and repeated-hour fires."""

@@ -8,8 +8,11 @@ written by one call of ``agentlab_sched.apply_plans``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,7 +21,7 @@ import psycopg
 
 from agentlab_sched import errors, messages
 from agentlab_sched.database import queries
-from agentlab_sched.errors import NotFound, SchedError, ValidationError
+from agentlab_sched.errors import SchedError, ValidationError
 from agentlab_sched.firing import hooks
 from agentlab_sched.schedules import cron as cronlib
 from agentlab_sched.schedules import planner
@@ -26,8 +29,19 @@ from agentlab_sched.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-#: Due times one backfill may fire at most; a larger range is refused with its count.
+#: Due times one backfill may fire at most; a larger range is refused.
 BACKFILL_LIMIT = 1000
+#: Requests one tick carries out at most, and the seconds after which it starts no new one: due schedules
+#: are fired first, and requests never hold up the next tick for long.
+REQUESTS_PER_TICK = 20
+REQUESTS_BUDGET = 2.0
+#: Errors that say "try again" (a serialization failure, a deadlock, a lock taken with NOWAIT): retried,
+#: never recorded as a failed fire.
+TRANSIENT = (
+    psycopg.errors.SerializationFailure,
+    psycopg.errors.DeadlockDetected,
+    psycopg.errors.LockNotAvailable,
+)
 
 
 @dataclass
@@ -40,6 +54,8 @@ class TickReport:
     batches: int = 0
     round_trips: int = 0
     errors: int = 0
+    #: Fire requests carried out (or marked failed).
+    requests: int = 0
 
     def count(self, status: str) -> None:
         self.fires[status] = self.fires.get(status, 0) + 1
@@ -54,6 +70,40 @@ class FireOutcome:
     run_id: str | None
     fire_at: datetime | None = None
     reason: str | None = None
+    reason_code: str | None = None
+    #: The schedule was paused when it fired (trigger with ``even_if_paused``; a backfill); it stays paused.
+    paused: bool = False
+
+    @property
+    def started(self) -> bool:
+        return self.status == "started"
+
+
+@dataclass(frozen=True)
+class BackfillResult:
+    """What one backfill did: each fire's outcome (a sequence of :class:`FireOutcome`) and their count."""
+
+    request_id: int
+    fires: tuple[FireOutcome, ...]
+    #: Fires by status, e.g. ``{"started": 3, "skipped_overlap": 1}``.
+    counts: dict[str, int]
+
+    @property
+    def launched(self) -> int:
+        return self.counts.get("started", 0)
+
+    @property
+    def not_launched(self) -> int:
+        return sum(n for status, n in self.counts.items() if status != "started")
+
+    def __iter__(self) -> Iterator[FireOutcome]:
+        return iter(self.fires)
+
+    def __len__(self) -> int:
+        return len(self.fires)
+
+    def __getitem__(self, index: int) -> FireOutcome:
+        return self.fires[index]
 
 
 async def db_now(conn: psycopg.AsyncConnection[Any]) -> datetime:
@@ -79,7 +129,6 @@ async def fire_due(
         now = await db_now(conn)
     report = TickReport(now=now)
     window = timedelta(seconds=settings.on_time_window)
-    await run_requests(conn, now, settings=settings, report=report)
     seen: set[int] = set()
     isolate = False
     while True:
@@ -93,7 +142,10 @@ async def fire_due(
             continue
         isolate = False
         if claimed < settings.batch_size:
-            return report
+            break
+    # Requests after the schedules: a due schedule never waits behind a request.
+    await run_requests(conn, now, settings=settings, report=report)
+    return report
 
 
 async def _one_batch(
@@ -235,43 +287,88 @@ async def run_requests(
     *,
     settings: Settings | None = None,
     report: TickReport | None = None,
-    request_id: int | None = None,
+    limit: int = REQUESTS_PER_TICK,
+    budget: float = REQUESTS_BUDGET,
 ) -> list[dict[str, Any]]:
-    """Carry out pending manual and backfill requests (from SQL `trigger()` / `backfill()`)."""
+    """Carry out pending manual and backfill requests (from SQL `trigger()` / `backfill()`), each alone.
+
+    Each request is claimed (SKIP LOCKED) and carried out in a transaction of its own. A request that
+    cannot be carried out is marked failed with its reason and never tried again; one whose schedule is
+    locked by someone else, or that meets a transient conflict, is left for a later tick. At most
+    ``limit`` requests, and no new one after ``budget`` seconds, so requests never hold up the schedules.
+    """
     settings = settings or Settings.from_env()
-    results = []
-    pending = await queries.rows(conn, "pending_requests", {"request_id": request_id})
-    if report is not None:
-        report.round_trips += 1
-    for req in pending:
-        results.append(await _carry_out(conn, req, settings))
+    results: list[dict[str, Any]] = []
+    later: list[int] = []
+    deadline = time.monotonic() + budget
+    while len(results) + len(later) < limit and time.monotonic() < deadline:
+        rid: int | None = None
+        try:
+            async with conn.transaction():
+                req = await _next_request(conn, skip=later)
+                if report is not None:
+                    report.round_trips += 1
+                if req is None:
+                    break
+                rid = req["id"]
+                result = await _carry_out(conn, req, settings, wait=False)
+        except TRANSIENT:
+            if rid is None:
+                raise
+            logger.info("fire request %s meets a lock or a conflict; leaving it for a later tick", rid)
+            later.append(rid)
+            continue
+        except Exception as exc:
+            if rid is None:
+                raise
+            result = await _fail_request(conn, rid, exc)
+        if report is not None:
+            report.requests += 1
+        results.append(result)
     return results
 
 
-async def _carry_out(conn: psycopg.AsyncConnection[Any], req: dict[str, Any], settings: Settings) -> dict[str, Any]:
+async def _next_request(
+    conn: psycopg.AsyncConnection[Any], *, only: int | None = None, skip: list[int] | None = None
+) -> dict[str, Any] | None:
+    return await queries.one(conn, "next_request", {"id": only, "skip": skip or []})
+
+
+async def _fail_request(conn: psycopg.AsyncConnection[Any], rid: int, exc: Exception) -> dict[str, Any]:
+    """Mark request ``rid`` failed, saying why: the refusal's own words, or a generic reason (and the log)."""
+    if isinstance(exc, SchedError):
+        code, params = exc.code, exc.params
+        logger.warning("fire request %s refused: %s", rid, exc.message("en"))
+    else:
+        code, params = "request.error", {}
+        logger.error("fire request %s failed", rid, exc_info=exc)
+    result: dict[str, Any] = await queries.value(
+        conn, "fail_request", {"id": rid, "code": code, "params": json.dumps(params, default=str)}
+    )
+    return result
+
+
+async def _carry_out(
+    conn: psycopg.AsyncConnection[Any], req: dict[str, Any], settings: Settings, *, wait: bool
+) -> dict[str, Any]:
+    """Expand one claimed request into its due times, run the resolvers, and apply it (may raise)."""
     schedule = req["schedule"]
-    refusal: str | None = None
-    times: list[datetime] = []
     if req["kind"] == "manual":
         times = [req["fire_at"]]
     else:
-        try:
-            times = backfill_times(schedule["cron"], schedule["timezone"], req["fire_at"], req["until"])
-        except SchedError as err:
-            refusal = err.message(settings.locale)
-    refusals: list[dict[str, Any] | None] = []
-    for at in times:
-        refusals.append(await _resolve(schedule, at, req["kind"], settings.locale, req["inputs"]))
+        times = backfill_times(schedule["cron"], schedule["timezone"], req["fire_at"], req["until"])
+    refusals = [await _resolve(schedule, at, req["kind"], settings.locale, req["inputs"]) for at in times]
     result: dict[str, Any] | None = await queries.value(
-        conn,
-        "carry_out_request",
-        {"id": req["id"], "times": times, "refusals": json.dumps(refusals), "refusal": refusal},
+        conn, "carry_out_request", {"id": req["id"], "times": times, "refusals": json.dumps(refusals), "wait": wait}
     )
-    return result or {"request_id": req["id"], "fires": [], "error": None}
+    return result or {"request_id": req["id"], "fires": [], "outcome": {}, "error": None}
 
 
 def backfill_times(expr: str, tz: str, start: datetime, end: datetime, limit: int = BACKFILL_LIMIT) -> list[datetime]:
-    """The due times of ``expr`` in [start, end]; more than ``limit`` is refused with the count."""
+    """The due times of ``expr`` in [start, end]; more than ``limit`` is refused.
+
+    Counting stops at the first due time past the limit, so a refusal costs the same whatever the range.
+    """
     if start >= end:
         raise ValidationError(
             "backfill.bad_range",
@@ -284,25 +381,16 @@ def backfill_times(expr: str, tz: str, start: datetime, end: datetime, limit: in
     for at in cron.iter_from(start, tz, inclusive=True):
         if at > end:
             break
-        times.append(at)
-        if len(times) > limit:
-            count = len(times) + sum(1 for _ in _until(cron.iter_from(at, tz), end))
+        if len(times) == limit:
             raise ValidationError(
                 "backfill.too_many",
                 "to",
                 start=messages.local_time(start, tz),
                 end=messages.local_time(end, tz),
-                count=count,
                 limit=limit,
             )
+        times.append(at)
     return times
-
-
-def _until(times: Any, end: datetime) -> Any:
-    for at in times:
-        if at > end:
-            return
-        yield at
 
 
 async def _request(conn: psycopg.AsyncConnection[Any], name: str, params: dict[str, Any]) -> int:
@@ -312,24 +400,54 @@ async def _request(conn: psycopg.AsyncConnection[Any], name: str, params: dict[s
     return request_id
 
 
+async def _direct(
+    conn: psycopg.AsyncConnection[Any], rid: int, requested_by: str | None, settings: Settings
+) -> dict[str, Any]:
+    """Carry out request ``rid``, just made in the caller's transaction, at once (waiting for its schedule)."""
+    if requested_by:
+        await queries.execute(conn, "set_requested_by", {"requested_by": requested_by, "id": rid})
+    req = await _next_request(conn, only=rid)
+    assert req is not None  # made in this transaction: nobody else can see it yet
+    return await _carry_out(conn, req, settings, wait=True)
+
+
+def _refusal(error: dict[str, Any]) -> SchedError:
+    return errors.error(error["code"], None, **(error.get("params") or {}))
+
+
 async def trigger(
     conn: psycopg.AsyncConnection[Any],
     name: str,
     inputs: dict[str, Any] | None = None,
     *,
+    even_if_paused: bool = False,
     requested_by: str | None = None,
     settings: Settings | None = None,
 ) -> FireOutcome:
-    """Fire schedule ``name`` now (``kind = manual``) through the same rules as every fire; return the outcome."""
+    """Fire schedule ``name`` now (``kind = manual``) through the same rules as every fire; return the outcome.
+
+    Every call gets a fire of its own. A paused schedule is refused (:class:`Conflict`,
+    ``trigger.paused``) unless ``even_if_paused``; then it fires and stays paused, and the outcome says
+    ``paused``. A manual fire does not count against ``remaining_runs`` and is allowed at 0.
+    """
     settings = settings or Settings.from_env()
     async with conn.transaction():
         rid = await _request(
-            conn, "request_trigger", {"name": name, "inputs": json.dumps(inputs) if inputs is not None else None}
+            conn,
+            "request_trigger",
+            {
+                "name": name,
+                "inputs": json.dumps(inputs) if inputs is not None else None,
+                "even_if_paused": even_if_paused,
+            },
         )
-        if requested_by:
-            await queries.execute(conn, "set_requested_by", {"requested_by": requested_by, "id": rid})
-        [result] = await run_requests(conn, datetime.min, settings=settings, request_id=rid)
-    return (await _outcomes(conn, result))[0]
+        result = await _direct(conn, rid, requested_by, settings)
+    if result.get("error"):
+        raise _refusal(result["error"])
+    outcomes = await _outcomes(conn, result)
+    if not outcomes:  # cannot happen: every request has an instant of its own
+        raise errors.error("request.error")
+    return outcomes[0]
 
 
 async def backfill(
@@ -338,23 +456,30 @@ async def backfill(
     start: datetime,
     end: datetime,
     *,
+    overlap: str = "buffer_all",
     requested_by: str | None = None,
     settings: Settings | None = None,
-) -> list[FireOutcome]:
-    """Fire one ``backfill`` fire per due time of ``name`` in [start, end]; refuse a range that is too large."""
+) -> BackfillResult:
+    """Fire one ``backfill`` fire per due time of ``name`` in [start, end] under ``overlap`` (buffer_all by
+    default: one after another, none dropped); report what was launched and what was not.
+
+    A range with more than ``BACKFILL_LIMIT`` due times, or outside what a backfill can cover, is refused
+    (:class:`ValidationError`) before anything is written. Backfill fires do not count against
+    ``remaining_runs``; a paused schedule can be backfilled.
+    """
     settings = settings or Settings.from_env()
-    row = await queries.one(conn, "schedule_cron", {"name": name})
-    if row is None:
-        raise NotFound("schedule.not_found", "name", name=name)
-    backfill_times(row["cron"], row["timezone"], start, end)  # refuse before writing anything
     async with conn.transaction():
-        rid = await _request(conn, "request_backfill", {"name": name, "start": start, "end": end})
-        if requested_by:
-            await queries.execute(conn, "set_requested_by", {"requested_by": requested_by, "id": rid})
-        [result] = await run_requests(conn, datetime.min, settings=settings, request_id=rid)
-    return await _outcomes(conn, result)
+        rid = await _request(conn, "request_backfill", {"name": name, "start": start, "end": end, "overlap": overlap})
+        result = await _direct(conn, rid, requested_by, settings)
+    if result.get("error"):
+        raise _refusal(result["error"])
+    fires = await _outcomes(conn, result)
+    return BackfillResult(rid, tuple(fires), dict(result.get("outcome") or {}))
 
 
 async def _outcomes(conn: psycopg.AsyncConnection[Any], result: dict[str, Any]) -> list[FireOutcome]:
     ids = [f["fire_id"] for f in result["fires"] if f.get("fire_id")]
-    return await queries.rows(conn, "fire_outcomes", {"ids": ids}, FireOutcome)
+    found = await queries.rows(conn, "fire_outcomes", {"ids": ids}, FireOutcome)
+    if result.get("paused"):
+        return [dataclasses.replace(o, paused=True) for o in found]
+    return found

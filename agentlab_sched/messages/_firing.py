@@ -71,9 +71,33 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "定时任务已过结束时间(ends_at),未触发",
     ),
     "backfill.too_many": (
-        "backfill: the range {start} to {end} holds {count} due times, more than the limit of {limit}; "
+        "backfill: the range {start} to {end} holds more than {limit} due times, the most one backfill fires; "
         "choose a shorter range",
-        "补跑:{start} 至 {end} 之间有 {count} 个触发时间,超过上限 {limit},请缩短范围",
+        "补跑:{start} 至 {end} 之间的触发时间超过 {limit} 个(一次补跑的上限),请缩短范围",
+    ),
+    "backfill.out_of_range": (
+        "backfill: {field} {value} is outside the range a backfill can cover ({min} to {max}, UTC)",
+        "补跑:「{field}」{value} 超出补跑可覆盖的范围({min} 至 {max},UTC)",
+    ),
+    "trigger.paused": (
+        'schedule "{name}" is paused; resume it first, or fire it anyway with even_if_paused (CLI: --even-if-paused)',
+        "定时任务「{name}」已暂停;请先恢复,或明确要求暂停时也触发(even_if_paused,命令行 --even-if-paused)",
+    ),
+    "trigger.fired_while_paused": (
+        'note: schedule "{name}" is paused; it was fired anyway (even_if_paused) and stays paused',
+        "注意:定时任务「{name}」已暂停;按要求仍然触发了一次(even_if_paused),定时任务仍保持暂停",
+    ),
+    "request.duplicate": (
+        "a manual fire at {at} ({timezone}) is already recorded; this request fired nothing",
+        "{at}({timezone})的手动触发已有记录,本次请求没有触发",
+    ),
+    "request.error": (
+        "the request could not be carried out because of an internal error; details are in the worker log",
+        "因内部错误未能执行该请求,详情请查看 worker 日志",
+    ),
+    "launch.resolver_timeout": (
+        "the resolver of task {task} did not answer within {timeout}; this fire was not started",
+        "任务 {task} 的启动检查(resolver)未在 {timeout} 内返回,本次未启动",
     ),
     "backfill.bad_range": (
         "backfill: the start {start} must be before the end {end}",
@@ -97,5 +121,18 @@ MESSAGES.update(
 MESSAGES.update(
     {
         "launch.refused": ("{reason}", "{reason}"),
+    }
+)
+
+MESSAGES.update(
+    {
+        "cli.backfill_all_launched": (
+            "backfill: all {total} fires launched",
+            "补跑:{total} 次触发全部已启动",
+        ),
+        "cli.backfill_some_not_launched": (
+            "backfill: {launched} of {total} fires launched; not launched: {details}",
+            "补跑:{total} 次触发中 {launched} 次已启动;未启动:{details}",
+        ),
     }
 )

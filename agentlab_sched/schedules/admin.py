@@ -49,6 +49,7 @@ from agentlab_sched.schedules.cron import Upcoming
 
 __all__ = [
     "CLEARABLE",
+    "MAX_UPCOMING",
     "OPTIONS",
     "SchedError",
     "Schedule",
@@ -68,6 +69,9 @@ __all__ = [
 
 #: The optional keyword arguments of :func:`schedule` and :func:`create` (the schedule options).
 OPTIONS = option_table.NAMES
+
+#: The most fire times :func:`upcoming` lists at once (``schedules next -n``).
+MAX_UPCOMING = 1000
 
 #: Optional fields ``alter(..., clear=[...])`` can reset to "not set".
 CLEARABLE = option_table.CLEARABLE
@@ -373,7 +377,8 @@ async def list_schedules(conn: psycopg.AsyncConnection[Any]) -> list[ScheduleSta
 async def upcoming(
     conn: psycopg.AsyncConnection[Any], name: str, n: int = 5, *, after: datetime | None = None
 ) -> list[Upcoming]:
-    """The next ``n`` fire times of schedule ``name`` after ``after`` (default: the database clock).
+    """The next ``n`` fire times (1 to :data:`MAX_UPCOMING`) of schedule ``name`` after ``after`` (default: the
+    database clock).
 
     Each has the UTC instant, the local time in the schedule's zone and a note when the fire was moved
     by a DST gap (``dst_gap``) or falls in a repeated hour (``dst_repeat``). The validity window
@@ -382,6 +387,10 @@ async def upcoming(
     """
     if n < 1:
         raise errors.ValidationError("schedule.too_small", "count", field=_term("count"), value=n, min=1)
+    if n > MAX_UPCOMING:
+        raise errors.ValidationError(
+            "schedule.out_of_range", "count", field=_term("count"), value=n, min=1, max=MAX_UPCOMING
+        )
     current = await get(conn, name)
     if after is None:
         after = await tick.db_now(conn)

@@ -160,9 +160,11 @@ def _due_fires(
     if state.catchup == "all":
         # The most recent due times within grace, at most max_catchup, launched oldest first; everything
         # older is one skip row. Walk backwards from `latest`: bounded work whatever the backlog.
+        # Scheduled and caught-up fires never exceed remaining_runs (plan() returns nothing at 0).
+        most = state.max_catchup if state.remaining_runs is None else min(state.max_catchup, state.remaining_runs)
         launch: list[datetime] = []
         at: datetime | None = latest
-        while at is not None and at >= t0 and now - at <= grace and len(launch) < state.max_catchup:
+        while at is not None and at >= t0 and now - at <= grace and len(launch) < most:
             launch.append(at)
             at = cron.previous_before(at, tz)
         launch.reverse()

@@ -28,36 +28,34 @@ WHERE id = %(id)s AND replan = %(replan)s
 -- Record the tasks a live worker runs (a fire for an unregistered task is refused).
 SELECT agentlab_sched.register_tasks(%(names)s)
 
--- name: pending_requests
--- Manual and backfill requests not carried out yet (or only %(request_id)s), with their schedule.
-SELECT r.id, r.kind, r.fire_at, r.until, r.inputs, to_jsonb(s) AS schedule
-FROM agentlab_sched.fire_requests r JOIN agentlab_sched.schedules s ON s.id = r.schedule_id
-WHERE r.done_at IS NULL AND (%(request_id)s::bigint IS NULL OR r.id = %(request_id)s)
-ORDER BY r.id LIMIT 100
+-- name: next_request
+-- The next pending request (or only request %(id)s), not %(skip)s, with its schedule; locked (SKIP LOCKED).
+SELECT * FROM agentlab_sched.next_request(%(id)s::bigint, %(skip)s::bigint[])
 
 -- name: carry_out_request
--- Fire the due times of one request through the rules of every fire; its outcome.
-SELECT agentlab_sched.carry_out_request(%(id)s, %(times)s, %(refusals)s::jsonb, %(refusal)s) AS result
+-- Fire the due times of one request through the rules of every fire; its outcome. With %(wait)s false, a
+-- schedule locked by someone else raises lock_not_available at once.
+SELECT agentlab_sched.carry_out_request(%(id)s, %(times)s, %(refusals)s::jsonb, %(wait)s) AS result
+
+-- name: fail_request
+-- Mark request %(id)s failed with reason %(code)s / %(params)s (never retried); its outcome.
+SELECT agentlab_sched.fail_request(%(id)s, %(code)s, %(params)s::jsonb) AS result
 
 -- name: request_trigger
 -- Ask for a manual fire of schedule %(name)s now; the request's id.
-SELECT agentlab_sched.trigger(%(name)s, %(inputs)s::jsonb) AS id
+SELECT agentlab_sched.trigger(%(name)s, %(inputs)s::jsonb, %(even_if_paused)s) AS id
 
 -- name: request_backfill
--- Ask for one backfill fire per due time of %(name)s in [%(start)s, %(end)s]; the request's id.
-SELECT agentlab_sched.backfill(%(name)s, %(start)s, %(end)s) AS id
+-- Ask for one backfill fire per due time of %(name)s in [%(start)s, %(end)s] under %(overlap)s; its id.
+SELECT agentlab_sched.backfill(%(name)s, %(start)s, %(end)s, %(overlap)s) AS id
 
 -- name: set_requested_by
 -- Who asked for a request (the CLI's user, a script's name).
 UPDATE agentlab_sched.fire_requests SET requested_by = %(requested_by)s WHERE id = %(id)s
 
--- name: schedule_cron
--- The cron and time zone of schedule %(name)s.
-SELECT cron, timezone FROM agentlab_sched.schedules WHERE name = %(name)s
-
 -- name: fire_outcomes
 -- The ledger rows %(ids)s, as the outcome of a trigger or a backfill.
-SELECT id AS fire_id, status, run_id::text AS run_id, fire_at, reason
+SELECT id AS fire_id, status, run_id::text AS run_id, fire_at, reason, reason_code
 FROM agentlab_sched.fires WHERE id = ANY(%(ids)s) ORDER BY fire_at, id
 
 -- name: next_wake

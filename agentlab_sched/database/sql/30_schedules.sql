@@ -5,10 +5,11 @@
 -- here first (DROP FUNCTION IF EXISTS with the old signature), or the old one stays as an overload.
 --
 -- Definition and bookkeeping. Every column of a schedule is part of its definition except the ones the
--- scheduler maintains itself while firing: next_run_at, replan, consecutive_failures, session_key (and
--- version, updated_at). A change to the definition is validated, bumps version and updated_at, writes
--- one schedule_changes row and NOTIFYs the workers; a bookkeeping-only update (a tick advancing
--- next_run_at) does none of that, so firing stays cheap and the audit trail readable.
+-- scheduler maintains itself while firing: next_run_at, replan, replan_at, resolving_until,
+-- consecutive_failures, session_key (and version, updated_at). A change to the definition is validated,
+-- bumps version and updated_at, writes one schedule_changes row and NOTIFYs the workers; a
+-- bookkeeping-only update (a tick advancing next_run_at) does none of that, so firing stays cheap and
+-- the audit trail readable.
 
 -- The localised name of a field, as a message parameter (a term, see messages.term()).
 CREATE OR REPLACE FUNCTION agentlab_sched.field_term(field text) RETURNS jsonb
@@ -199,6 +200,8 @@ BEGIN
         same.replan := OLD.replan;
         same.consecutive_failures := OLD.consecutive_failures;
         same.session_key := OLD.session_key;
+        same.replan_at := OLD.replan_at;
+        same.resolving_until := OLD.resolving_until;
         -- launch() counting remaining_runs down is bookkeeping too (it says so for that one update).
         IF current_setting('agentlab_sched.countdown', true) = 'on' THEN
             same.remaining_runs := OLD.remaining_runs;

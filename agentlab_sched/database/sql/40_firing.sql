@@ -17,7 +17,7 @@ LANGUAGE sql AS $$
         (SELECT id FROM agentlab_sched.schedules WHERE replan IS NOT NULL LIMIT batch))
     ORDER BY s.next_run_at NULLS FIRST, s.id
     LIMIT batch
-    FOR UPDATE SKIP LOCKED
+    FOR NO KEY UPDATE SKIP LOCKED
 $$;
 
 -- The values a template can use, for one fire: all computed in the schedule's time zone.
@@ -186,8 +186,12 @@ BEGIN
         RETURN jsonb_build_object('status', 'duplicate');
     END IF;
 
-    -- Refusals are recorded, not raised.
-    IF NOT EXISTS (SELECT 1 FROM agentlab_sched.known_tasks k
+    -- Refusals are recorded, not raised. The planner never plans more scheduled launches than remaining_runs
+    -- allows; this is the guard behind it.
+    IF s.remaining_runs = 0 AND fire_kind IN ('scheduled', 'misfire') THEN
+        code := 'launch.no_runs_left';
+        params := '{}'::jsonb;
+    ELSIF NOT EXISTS (SELECT 1 FROM agentlab_sched.known_tasks k
                    WHERE k.task = s.task AND k.seen_at > clock_timestamp() - interval '10 minutes') THEN
         code := 'launch.unknown_task';
         params := jsonb_build_object('task', s.task);
@@ -267,7 +271,9 @@ BEGIN
             CASE WHEN fire_kind IN ('manual', 'backfill') AND who IS NOT NULL THEN who
                  ELSE 'schedule:' || s.name END,
             s.timeout, session);
-    IF s.remaining_runs IS NOT NULL THEN
+    -- Only scheduled and caught-up fires count against remaining_runs; manual and backfill fires do not
+    -- (as Temporal's limited actions), and are allowed at 0.
+    IF s.remaining_runs IS NOT NULL AND fire_kind IN ('scheduled', 'misfire') THEN
         PERFORM set_config('agentlab_sched.countdown', 'on', true);
         UPDATE agentlab_sched.schedules SET remaining_runs = greatest(remaining_runs - 1, 0) WHERE id = s.id;
         PERFORM set_config('agentlab_sched.countdown', 'off', true);
@@ -549,16 +555,26 @@ LANGUAGE sql AS $$
 $$;
 
 -- Ask for a manual fire now; a worker carries it out within a tick through the same rules as every fire.
--- The id names the request; fire_history shows the outcome.
-CREATE OR REPLACE FUNCTION agentlab_sched.trigger(name text, inputs jsonb DEFAULT NULL) RETURNS bigint
+-- The id names the request; fire_history shows the outcome. Each request gets an instant of its own
+-- (fire_at, to the microsecond; one taken already moves it on by a microsecond), so requests made at once
+-- never collapse onto one ledger row. A paused schedule is refused unless `even_if_paused`.
+DROP FUNCTION IF EXISTS agentlab_sched.trigger(text, jsonb);
+CREATE OR REPLACE FUNCTION agentlab_sched.trigger(name text, inputs jsonb DEFAULT NULL,
+                                                  even_if_paused boolean DEFAULT false)
+RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
     sid bigint;
+    on_now boolean;
     rid bigint;
+    at timestamptz := clock_timestamp();
 BEGIN
-    SELECT id INTO sid FROM agentlab_sched.schedules s WHERE s.name = trigger.name;
+    SELECT s.id, s.enabled INTO sid, on_now FROM agentlab_sched.schedules s WHERE s.name = trigger.name;
     IF sid IS NULL THEN
         PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', trigger.name));
+    END IF;
+    IF NOT on_now AND NOT coalesce(even_if_paused, false) THEN
+        PERFORM agentlab_sched.fail('trigger.paused', 'name', jsonb_build_object('name', trigger.name));
     END IF;
     IF inputs IS NOT NULL AND jsonb_typeof(inputs) <> 'object' THEN
         PERFORM agentlab_sched.fail('schedule.not_object', 'inputs', jsonb_build_object(
@@ -568,44 +584,148 @@ BEGIN
     IF inputs IS NOT NULL THEN
         PERFORM agentlab_sched.check_inputs(inputs);
     END IF;
-    INSERT INTO agentlab_sched.fire_requests (schedule_id, kind, fire_at, inputs, requested_by)
-    VALUES (sid, 'manual', date_trunc('milliseconds', clock_timestamp()), inputs, 'manual:' || current_user)
-    RETURNING id INTO rid;
+    LOOP
+        IF NOT EXISTS (SELECT 1 FROM agentlab_sched.fires f
+                       WHERE f.schedule_id = sid AND f.fire_at = at AND f.kind = 'manual') THEN
+            INSERT INTO agentlab_sched.fire_requests (schedule_id, kind, fire_at, inputs, requested_by, even_if_paused)
+            VALUES (sid, 'manual', at, inputs, 'manual:' || current_user, coalesce(even_if_paused, false))
+            ON CONFLICT (schedule_id, fire_at) WHERE kind = 'manual' DO NOTHING
+            RETURNING id INTO rid;
+            EXIT WHEN rid IS NOT NULL;
+        END IF;
+        at := at + interval '1 microsecond';
+    END LOOP;
     PERFORM pg_notify('agentlab_sched_schedules', sid::text);
     RETURN rid;
 END
 $$;
 
--- Ask for one backfill fire per due time in [from, to]; a worker expands and fires them (a range with
--- more due times than the limit is refused with its count, in fire_requests.error).
-CREATE OR REPLACE FUNCTION agentlab_sched.backfill(name text, "from" timestamptz, "to" timestamptz) RETURNS bigint
+-- The instants a backfill may name: finite, and far enough from the ends of the calendar that the cron
+-- evaluator can step past them.
+CREATE OR REPLACE FUNCTION agentlab_sched.check_backfill_bound(field text, at timestamptz, tz text) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    lowest constant timestamptz := '1900-01-01 00:00:00+00';
+    highest constant timestamptz := '9000-01-01 00:00:00+00';
+BEGIN
+    IF at IS NULL THEN
+        PERFORM agentlab_sched.fail('schedule.required', field, jsonb_build_object('field', agentlab_sched.field_term(field)));
+    END IF;
+    IF NOT isfinite(at) OR at < lowest OR at >= highest THEN
+        PERFORM agentlab_sched.fail('backfill.out_of_range', field, jsonb_build_object(
+            'field', agentlab_sched.field_term(field),
+            'value', CASE WHEN isfinite(at) THEN agentlab_sched.local_time_text(at, tz) ELSE at::text END,
+            'min', agentlab_sched.local_time_text(lowest, 'UTC'),
+            'max', agentlab_sched.local_time_text(highest, 'UTC')));
+    END IF;
+END
+$$;
+
+-- Ask for one backfill fire per due time in [from, to], under the request's own overlap policy
+-- (buffer_all by default: the fires run one after another, none dropped); a worker expands and fires
+-- them. An unbounded or out-of-range range is refused here; one with more due times than the limit is
+-- refused by the worker (the request fails with its reason). A paused schedule can be backfilled (that
+-- is what a backfill is for: the time it was paused).
+DROP FUNCTION IF EXISTS agentlab_sched.backfill(text, timestamptz, timestamptz);
+CREATE OR REPLACE FUNCTION agentlab_sched.backfill(name text, "from" timestamptz, "to" timestamptz,
+                                                   overlap text DEFAULT 'buffer_all')
+RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
     sid bigint;
+    tz text;
     rid bigint;
 BEGIN
-    SELECT id INTO sid FROM agentlab_sched.schedules s WHERE s.name = backfill.name;
+    SELECT s.id, s.timezone INTO sid, tz FROM agentlab_sched.schedules s WHERE s.name = backfill.name;
     IF sid IS NULL THEN
         PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', backfill.name));
     END IF;
-    IF "from" IS NULL OR "to" IS NULL OR "from" >= "to" THEN
-        PERFORM agentlab_sched.fail('backfill.bad_range', 'from', jsonb_build_object('start', "from", 'end', "to"));
+    PERFORM agentlab_sched.check_backfill_bound('from', "from", tz);
+    PERFORM agentlab_sched.check_backfill_bound('to', "to", tz);
+    IF "from" >= "to" THEN
+        PERFORM agentlab_sched.fail('backfill.bad_range', 'from', jsonb_build_object(
+            'start', agentlab_sched.local_time_text("from", tz), 'end', agentlab_sched.local_time_text("to", tz)));
     END IF;
-    INSERT INTO agentlab_sched.fire_requests (schedule_id, kind, fire_at, until, requested_by)
-    VALUES (sid, 'backfill', "from", "to", 'backfill:' || current_user)
+    PERFORM agentlab_sched.validate_choice('overlap', overlap,
+                                           ARRAY['skip', 'buffer_one', 'buffer_all', 'allow_all', 'cancel_other']);
+    INSERT INTO agentlab_sched.fire_requests (schedule_id, kind, fire_at, until, requested_by, overlap)
+    VALUES (sid, 'backfill', "from", "to", 'backfill:' || current_user, overlap)
     RETURNING id INTO rid;
     PERFORM pg_notify('agentlab_sched_schedules', sid::text);
     RETURN rid;
 END
 $$;
 
--- Carry out one fire request (manual or backfill) at the due times the worker computed: the schedule's
--- row is locked (waiting for a tick that holds it), each time goes through launch(), and the request
--- is marked done with the fires it wrote. `refusals` holds, per time (same position), NULL or the
--- resolver's refusal {code, params, reason}; `refusal` records a request that cannot be carried out.
+-- The next pending request to carry out (or request `request_id`), locked for the caller's transaction;
+-- requests another worker holds are skipped, and so are the ids in `skip` (left for a later tick). A
+-- backfill whose range no backfill can cover (written around backfill()'s checks) fails here, with its
+-- reason, before any worker tries to read it.
+DROP FUNCTION IF EXISTS agentlab_sched.next_request(bigint, bigint[]);
+CREATE OR REPLACE FUNCTION agentlab_sched.next_request(request_id bigint DEFAULT NULL, skip bigint[] DEFAULT '{}')
+RETURNS TABLE (id bigint, kind text, fire_at timestamptz, until timestamptz, inputs jsonb, overlap text,
+               schedule jsonb)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    r agentlab_sched.fire_requests;
+    tz text;
+    detail jsonb;
+BEGIN
+    LOOP
+        SELECT q.* INTO r FROM agentlab_sched.fire_requests q
+        WHERE q.done_at IS NULL AND (next_request.request_id IS NULL OR q.id = next_request.request_id)
+          AND q.id <> ALL (coalesce(skip, '{}'))
+        ORDER BY q.id
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RETURN;
+        END IF;
+        IF r.kind = 'backfill' THEN
+            SELECT s.timezone INTO tz FROM agentlab_sched.schedules s WHERE s.id = r.schedule_id;
+            BEGIN
+                PERFORM agentlab_sched.check_backfill_bound('from', r.fire_at, tz);
+                PERFORM agentlab_sched.check_backfill_bound('to', r.until, tz);
+            EXCEPTION WHEN invalid_parameter_value THEN
+                GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
+                PERFORM agentlab_sched.fail_request(r.id, detail ->> 'code', detail -> 'params');
+                CONTINUE;
+            END;
+        END IF;
+        RETURN QUERY SELECT r.id, r.kind, r.fire_at, r.until, r.inputs, r.overlap, to_jsonb(s)
+                     FROM agentlab_sched.schedules s WHERE s.id = r.schedule_id;
+        RETURN;
+    END LOOP;
+END
+$$;
+
+-- A request that cannot be carried out: done, with its reason (code and parameters, and the words in the
+-- session's locale). It is never retried.
+CREATE OR REPLACE FUNCTION agentlab_sched.fail_request(request_id bigint, code text, params jsonb DEFAULT '{}')
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE agentlab_sched.fire_requests
+    SET done_at = clock_timestamp(), error_code = code, error_params = coalesce(params, '{}'::jsonb),
+        error = agentlab_sched.msg(code, coalesce(params, '{}'::jsonb)), fire_ids = coalesce(fire_ids, '{}'),
+        outcome = coalesce(outcome, '{}'::jsonb)
+    WHERE id = request_id AND done_at IS NULL;
+    RETURN jsonb_build_object('request_id', request_id, 'fires', '[]'::jsonb, 'outcome', '{}'::jsonb,
+                              'error', jsonb_build_object('code', code, 'params', coalesce(params, '{}'::jsonb),
+                                                          'message', agentlab_sched.msg(code, params)));
+END
+$$;
+
+-- Carry out one fire request (manual or backfill) at the due times the worker computed: each time goes
+-- through launch() under the schedule's row lock (with `wait` false, a schedule locked by someone else
+-- raises lock_not_available at once and the request stays pending), and the request is marked done with
+-- the fires it wrote and their count by status. `refusals` holds, per time (same position), NULL or the
+-- resolver's refusal {reason_code, reason_params, reason}. A backfill follows the request's overlap
+-- policy; a manual request whose schedule was paused meanwhile fails, unless it said even_if_paused.
+DROP FUNCTION IF EXISTS agentlab_sched.carry_out_request(bigint, timestamptz[], jsonb, text);
 CREATE OR REPLACE FUNCTION agentlab_sched.carry_out_request(request_id bigint, times timestamptz[],
                                                             refusals jsonb DEFAULT '[]'::jsonb,
-                                                            refusal text DEFAULT NULL)
+                                                            wait boolean DEFAULT true)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -615,30 +735,59 @@ DECLARE
     one jsonb;
     results jsonb := '[]'::jsonb;
     ids bigint[] := '{}';
+    counts jsonb;
+    paused boolean;
 BEGIN
     SELECT * INTO req FROM agentlab_sched.fire_requests WHERE id = request_id AND done_at IS NULL FOR UPDATE;
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
-    IF refusal IS NULL THEN
-        FOR i IN 1 .. coalesce(array_length(times, 1), 0) LOOP
-            SELECT * INTO s FROM agentlab_sched.schedules WHERE id = req.schedule_id FOR UPDATE;
-            no := refusals -> (i - 1);
-            IF no IS NOT NULL AND jsonb_typeof(no) = 'object' THEN
-                one := jsonb_build_object('status', 'failed_to_start', 'fire_id', agentlab_sched.record_fire(
-                    s.id, times[i], req.kind, 'failed_to_start', no ->> 'code', no -> 'params', no ->> 'reason',
-                    req.requested_by));
-            ELSE
-                one := agentlab_sched.launch(s, times[i], req.kind, req.inputs, req.requested_by);
-            END IF;
-            results := results || one;
-            IF one ->> 'fire_id' IS NOT NULL THEN
-                ids := ids || (one ->> 'fire_id')::bigint;
-            END IF;
-        END LOOP;
+    -- NO KEY UPDATE: the lock a tick's claim conflicts with, but not the key-share locks that inserting
+    -- requests, fires and runs of this schedule take (two triggers at once would deadlock on those).
+    IF wait THEN
+        SELECT * INTO s FROM agentlab_sched.schedules WHERE id = req.schedule_id FOR NO KEY UPDATE;
+    ELSE
+        SELECT * INTO s FROM agentlab_sched.schedules WHERE id = req.schedule_id FOR NO KEY UPDATE NOWAIT;
     END IF;
-    UPDATE agentlab_sched.fire_requests SET done_at = clock_timestamp(), fire_ids = ids, error = refusal
+    paused := NOT s.enabled;
+    IF paused AND req.kind = 'manual' AND NOT req.even_if_paused THEN
+        RETURN agentlab_sched.fail_request(request_id, 'trigger.paused', jsonb_build_object('name', s.name));
+    END IF;
+    FOR i IN 1 .. coalesce(array_length(times, 1), 0) LOOP
+        IF i > 1 THEN
+            SELECT * INTO s FROM agentlab_sched.schedules WHERE id = req.schedule_id;  -- session_key may have moved
+        END IF;
+        IF req.overlap IS NOT NULL THEN
+            s.overlap := req.overlap;
+        END IF;
+        no := refusals -> (i - 1);
+        IF no IS NOT NULL AND jsonb_typeof(no) = 'object' THEN
+            one := jsonb_build_object('status', 'failed_to_start', 'fire_at', times[i],
+                                      'reason_code', no ->> 'reason_code', 'fire_id', agentlab_sched.record_fire(
+                s.id, times[i], req.kind, 'failed_to_start', no ->> 'reason_code', no -> 'reason_params',
+                no ->> 'reason', req.requested_by));
+            IF one ->> 'fire_id' IS NULL THEN
+                one := jsonb_build_object('status', 'duplicate', 'fire_at', times[i]);
+            END IF;
+        ELSE
+            one := agentlab_sched.launch(s, times[i], req.kind, req.inputs, req.requested_by)
+                   || jsonb_build_object('fire_at', times[i]);
+        END IF;
+        IF req.kind = 'manual' AND one ->> 'status' = 'duplicate' THEN
+            RETURN agentlab_sched.fail_request(request_id, 'request.duplicate', jsonb_build_object(
+                'at', agentlab_sched.local_time_text(times[i], s.timezone), 'timezone', s.timezone));
+        END IF;
+        results := results || one;
+        IF one ->> 'fire_id' IS NOT NULL THEN
+            ids := ids || (one ->> 'fire_id')::bigint;
+        END IF;
+    END LOOP;
+    UPDATE agentlab_sched.fires SET request_id = req.id WHERE id = ANY (ids);
+    SELECT coalesce(jsonb_object_agg(st, n), '{}'::jsonb) INTO counts
+    FROM (SELECT e ->> 'status' AS st, count(*) AS n FROM jsonb_array_elements(results) e GROUP BY 1) c;
+    UPDATE agentlab_sched.fire_requests SET done_at = clock_timestamp(), fire_ids = ids, outcome = counts
     WHERE id = request_id;
-    RETURN jsonb_build_object('request_id', request_id, 'fires', results, 'error', refusal);
+    RETURN jsonb_build_object('request_id', request_id, 'fires', results, 'outcome', counts, 'paused', paused,
+                              'error', NULL);
 END
 $$;
