@@ -909,7 +909,12 @@ def test_upcoming_marks_dst_gap_and_repeat() -> None:
     ny = ZoneInfo(NY)
     gap = parse("30 2 * * *").upcoming(utc("2026-03-07 12:00"), NY, 2)
     assert gap == [
-        Upcoming(at=utc("2026-03-08 07:00"), local=utc("2026-03-08 07:00").astimezone(ny), note="dst_gap"),
+        Upcoming(
+            at=utc("2026-03-08 07:00"),
+            local=utc("2026-03-08 07:00").astimezone(ny),
+            note="dst_gap",
+            nominal=datetime(2026, 3, 8, 2, 30),
+        ),
         Upcoming(at=utc("2026-03-09 06:30"), local=utc("2026-03-09 06:30").astimezone(ny), note=None),
     ]
     assert gap[0].local.strftime("%Y-%m-%d %H:%M %Z") == "2026-03-08 03:00 EDT"
@@ -919,17 +924,31 @@ def test_upcoming_marks_dst_gap_and_repeat() -> None:
         ("11-02 01:30 EST", None),
     ]
     real = parse("*/30 * * * *").upcoming(utc("2026-11-01 04:45"), NY, 6)
-    assert [(u.local.strftime("%H:%M %Z"), u.note) for u in real] == [
-        ("01:00 EDT", "dst_repeat"),
-        ("01:30 EDT", "dst_repeat"),
-        ("01:00 EST", "dst_repeat"),
-        ("01:30 EST", "dst_repeat"),
-        ("02:00 EST", None),
-        ("02:30 EST", None),
+    assert [(u.local.strftime("%H:%M %Z"), u.note, u.fold) for u in real] == [
+        ("01:00 EDT", "dst_repeat", 0),
+        ("01:30 EDT", "dst_repeat", 0),
+        ("01:00 EST", "dst_repeat", 1),
+        ("01:30 EST", "dst_repeat", 1),
+        ("02:00 EST", None, 0),
+        ("02:30 EST", None, 0),
     ]
     assert parse("*/30 * * * *").upcoming(utc("2026-03-08 06:15"), NY, 2)[1].note is None  # 03:00 EDT: real
     assert parse("0 9 * * *").upcoming(START, SHANGHAI, 0) == []
     assert all(u.at.tzinfo is UTC for u in gap + repeat + real)
+
+
+def test_upcoming_lists_the_fires_a_gap_skips_when_asked() -> None:
+    c = parse("30 2 * * *", dst_gap="skip")
+    plain = c.upcoming(utc("2026-03-07 12:00"), NY, 2)
+    assert [(fmt([u.at])[0], u.note) for u in plain] == [("03-09 06:30:00", None), ("03-10 06:30:00", None)]
+    listed = c.upcoming(utc("2026-03-07 12:00"), NY, 2, skipped=True)
+    assert [(fmt([u.at])[0], u.note, u.nominal) for u in listed] == [
+        ("03-08 07:00:00", "dst_skipped", datetime(2026, 3, 8, 2, 30)),
+        ("03-09 06:30:00", None, None),
+        ("03-10 06:30:00", None, None),
+    ]
+    last = parse("30 1 * * *", dst_repeat="last").upcoming(utc("2026-10-31 12:00"), NY, 1)
+    assert [(u.local.strftime("%H:%M %Z"), u.note, u.fold) for u in last] == [("01:30 EST", "dst_repeat", 1)]
 
 
 # --------------------------------------------------------------------------------------------------

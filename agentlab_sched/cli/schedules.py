@@ -16,7 +16,7 @@ from rich.text import Text
 from agentlab_sched import messages
 from agentlab_sched.cli import common
 from agentlab_sched.errors import Conflict, SchedError
-from agentlab_sched.schedules import admin
+from agentlab_sched.schedules import admin, planner
 from agentlab_sched.schedules import cron as cronlib
 from agentlab_sched.schedules import options as option_table
 
@@ -399,6 +399,27 @@ def resume_cmd(ctx: typer.Context, name: Name) -> None:
 # ---------------------------------------------------------------------------------------------- next
 
 
+def _has_dst(tz: str, near: datetime) -> bool:
+    """Whether the zone's offset differs between January and July of that year (it keeps DST)."""
+    zone = cronlib.check_timezone(tz)
+    return datetime(near.year, 1, 1, tzinfo=zone).utcoffset() != datetime(near.year, 7, 1, tzinfo=zone).utcoffset()
+
+
+def _dst_note(expr: cronlib.Cron, t: cronlib.Upcoming, locale: str) -> str:
+    """Why a coming fire is special (DST), in the reader's language; empty when it is not."""
+    if t.note == "dst_gap":
+        return common.text("cli.note_dst_gap", locale)
+    if t.note == "dst_skipped":
+        return common.text("cli.note_dst_skipped", locale, time=t.nominal.strftime("%H:%M") if t.nominal else "")
+    if t.note != "dst_repeat":
+        return ""
+    if not expr.fixed_time or expr.sub_hourly:
+        return common.text("cli.note_dst_repeat_copy_second" if t.fold else "cli.note_dst_repeat_copy_first", locale)
+    if expr.dst_repeat == "both":
+        return common.text("cli.note_dst_repeat_both_second" if t.fold else "cli.note_dst_repeat_both_first", locale)
+    return common.text("cli.note_dst_repeat_last" if expr.dst_repeat == "last" else "cli.note_dst_repeat", locale)
+
+
 @schedules_app.command("next")
 def next_cmd(
     ctx: typer.Context,
@@ -409,14 +430,11 @@ def next_cmd(
     """The coming fire times in UTC and local time, marking DST-moved and repeated-hour fires."""
 
     async def fetch(conn: psycopg.AsyncConnection[Any]) -> tuple[admin.Schedule, list[Any]]:
-        return await admin.get(conn, name), await admin.upcoming(conn, name, count)
+        return await admin.get(conn, name), await admin.upcoming(conn, name, count, skipped=True)
 
     s, times = common.run(ctx, fetch)
     locale = common.state(ctx).locale
-    notes = {
-        "dst_gap": common.text("cli.note_dst_gap", locale),
-        "dst_repeat": common.text("cli.note_dst_repeat", locale),
-    }
+    expr = planner.cron_of(vars(s))
     if as_json:
         common.print_json(
             [
@@ -425,6 +443,8 @@ def next_cmd(
                     "local": t.local.isoformat(),
                     "timezone": s.timezone,
                     "note": t.note,
+                    "fold": t.fold,
+                    "nominal": t.nominal.isoformat() if t.nominal else None,
                 }
                 for t in times
             ]
@@ -435,13 +455,17 @@ def next_cmd(
     table.add_column("UTC")
     table.add_column(f"local ({s.timezone})")
     table.add_column("note", overflow="fold")
-    for i, t in enumerate(times, 1):
+    number = 0
+    for t in times:
+        number += t.note != "dst_skipped"
         table.add_row(
-            str(i),
+            "" if t.note == "dst_skipped" else str(number),
             _clock(t.at.astimezone(UTC)),
             _cell(f"{_clock(t.local)} {t.local.strftime('%Z %z')}"),
-            Text(notes.get(t.note or "", ""), style="yellow"),
+            Text(_dst_note(expr, t, locale), style="yellow"),
         )
+    if expr.fixed_time and expr.every is None and _has_dst(s.timezone, times[0].at if times else datetime.now(UTC)):
+        common.err().print(Text(common.text("cli.dst_policy", locale, gap=s.dst_gap, repeat=s.dst_repeat)))
     if not s.enabled:
         common.err().print(Text(common.text("cli.paused_note", locale), style="yellow"))
     common.out().print(table)

@@ -12,7 +12,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,7 +23,6 @@ from agentlab_sched import errors, messages
 from agentlab_sched.database import queries
 from agentlab_sched.errors import SchedError, ValidationError
 from agentlab_sched.firing import hooks
-from agentlab_sched.schedules import cron as cronlib
 from agentlab_sched.schedules import planner
 from agentlab_sched.settings import Settings
 
@@ -226,7 +225,7 @@ async def _plan_one(row: dict[str, Any], now: datetime, window: timedelta, local
 
 def _safe_next(row: dict[str, Any], now: datetime) -> str | None:
     try:
-        due = cronlib.parse(row["cron"]).next_after(now, row["timezone"])
+        due = planner.cron_of(row).next_after(now, row["timezone"])
         return due.isoformat() if due else None
     except Exception:
         return None
@@ -356,7 +355,7 @@ async def _carry_out(
     if req["kind"] == "manual":
         times = [req["fire_at"]]
     else:
-        times = backfill_times(schedule["cron"], schedule["timezone"], req["fire_at"], req["until"])
+        times = backfill_times(schedule, req["fire_at"], req["until"])
     refusals = [await _resolve(schedule, at, req["kind"], settings.locale, req["inputs"]) for at in times]
     result: dict[str, Any] | None = await queries.value(
         conn, "carry_out_request", {"id": req["id"], "times": times, "refusals": json.dumps(refusals), "wait": wait}
@@ -364,11 +363,15 @@ async def _carry_out(
     return result or {"request_id": req["id"], "fires": [], "outcome": {}, "error": None}
 
 
-def backfill_times(expr: str, tz: str, start: datetime, end: datetime, limit: int = BACKFILL_LIMIT) -> list[datetime]:
-    """The due times of ``expr`` in [start, end]; more than ``limit`` is refused.
+def backfill_times(
+    schedule: Mapping[str, Any], start: datetime, end: datetime, limit: int = BACKFILL_LIMIT
+) -> list[datetime]:
+    """The due times of a schedule (its cron, zone and DST policies) in [start, end]; more than ``limit``
+    is refused.
 
     Counting stops at the first due time past the limit, so a refusal costs the same whatever the range.
     """
+    tz = schedule["timezone"]
     if start >= end:
         raise ValidationError(
             "backfill.bad_range",
@@ -376,7 +379,7 @@ def backfill_times(expr: str, tz: str, start: datetime, end: datetime, limit: in
             start=messages.local_time(start, tz),
             end=messages.local_time(end, tz),
         )
-    cron = cronlib.parse(expr)
+    cron = planner.cron_of(schedule)
     times: list[datetime] = []
     for at in cron.iter_from(start, tz, inclusive=True):
         if at > end:

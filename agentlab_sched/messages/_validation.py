@@ -37,6 +37,8 @@ MESSAGES.update(
         "schedule.field.remaining_runs": ("remaining_runs", "剩余执行次数"),
         "schedule.field.pause_after_failures": ("pause_after_failures", "连续失败多少次后暂停"),
         "schedule.field.context": ("context", "上下文"),
+        "schedule.field.dst_gap": ("dst_gap", "夏令时跳过的时刻"),
+        "schedule.field.dst_repeat": ("dst_repeat", "夏令时重复的时段"),
         "schedule.field.session_key": ("session_key", "会话键"),
         "schedule.field.paused_reason": ("paused_reason", "暂停原因"),
         "schedule.field.expected_version": ("expected_version", "期望版本"),
@@ -208,6 +210,34 @@ MESSAGES.update(
         "cli.note_dst_repeat": (
             "repeated hour (DST): fires once, the first time",
             "重复的时段(夏令时):只在第一次出现时执行",
+        ),
+        "cli.note_dst_skipped": (
+            "not fired: {time} does not exist on that day (DST gap, dst_gap = skip)",
+            "不执行:当天因夏令时没有 {time} 这个时刻(dst_gap = skip)",
+        ),
+        "cli.note_dst_repeat_last": (
+            "repeated hour (DST): fires once, the second time (dst_repeat = last)",
+            "重复的时段(夏令时):只在第二次出现时执行(dst_repeat = last)",
+        ),
+        "cli.note_dst_repeat_both_first": (
+            "repeated hour (DST): the first of two fires (dst_repeat = both)",
+            "重复的时段(夏令时):两次执行中的第一次(dst_repeat = both)",
+        ),
+        "cli.note_dst_repeat_both_second": (
+            "repeated hour (DST): the second of two fires (dst_repeat = both)",
+            "重复的时段(夏令时):两次执行中的第二次(dst_repeat = both)",
+        ),
+        "cli.note_dst_repeat_copy_first": (
+            "repeated hour (DST): its first copy; a schedule firing more often than hourly runs through both",
+            "重复的时段(夏令时):第一遍;比每小时更频繁的定时任务两遍都会执行",
+        ),
+        "cli.note_dst_repeat_copy_second": (
+            "repeated hour (DST): its second copy",
+            "重复的时段(夏令时):第二遍",
+        ),
+        "cli.dst_policy": (
+            "DST: dst_gap = {gap}, dst_repeat = {repeat} (docs/cron.md)",
+            "夏令时:dst_gap = {gap},dst_repeat = {repeat}(见 docs/cron.md)",
         ),
         "cli.db_stopped": ("stopped the embedded PostgreSQL in {dir}", "已停止内置 PostgreSQL({dir})"),
         "cli.db_removed": (

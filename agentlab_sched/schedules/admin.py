@@ -45,6 +45,7 @@ from agentlab_sched.firing import tick
 from agentlab_sched.messages import term
 from agentlab_sched.schedules import cron as cronlib
 from agentlab_sched.schedules import options as option_table
+from agentlab_sched.schedules import planner
 from agentlab_sched.schedules.cron import Upcoming
 
 __all__ = [
@@ -118,6 +119,8 @@ class Schedule(_Record):
     paused_reason: str | None
     paused_at: datetime | None
     context: str
+    dst_gap: str
+    dst_repeat: str
     session_key: str | None
     #: The pending due time; None while a worker has yet to plan it (``replan`` set), or when disabled
     #: or finished.
@@ -231,6 +234,8 @@ async def schedule(
     remaining_runs: int | None = None,
     pause_after_failures: int | None = None,
     context: str | None = None,
+    dst_gap: str | None = None,
+    dst_repeat: str | None = None,
     now: datetime | None = None,
 ) -> Schedule:
     """Create the schedule ``name``, or update it if it exists (SQL ``schedule()``, like pg_cron).
@@ -302,6 +307,8 @@ async def alter(
     remaining_runs: int | None = None,
     pause_after_failures: int | None = None,
     context: str | None = None,
+    dst_gap: str | None = None,
+    dst_repeat: str | None = None,
     new_name: str | None = None,
     expected_version: int | None = None,
     clear: Iterable[str] = (),
@@ -375,13 +382,20 @@ async def list_schedules(conn: psycopg.AsyncConnection[Any]) -> list[ScheduleSta
 
 
 async def upcoming(
-    conn: psycopg.AsyncConnection[Any], name: str, n: int = 5, *, after: datetime | None = None
+    conn: psycopg.AsyncConnection[Any],
+    name: str,
+    n: int = 5,
+    *,
+    after: datetime | None = None,
+    skipped: bool = False,
 ) -> list[Upcoming]:
     """The next ``n`` fire times (1 to :data:`MAX_UPCOMING`) of schedule ``name`` after ``after`` (default: the
     database clock).
 
     Each has the UTC instant, the local time in the schedule's zone and a note when the fire was moved
-    by a DST gap (``dst_gap``) or falls in a repeated hour (``dst_repeat``). The validity window
+    by a DST gap (``dst_gap``) or falls in a repeated hour (``dst_repeat``, with its ``fold``), under
+    the schedule's DST policies. With ``skipped``, the fixed times a gap skips (``dst_gap = skip``) are
+    listed too, noted ``dst_skipped`` (not counted in ``n``). The validity window
     (``starts_at``/``ends_at``) and ``remaining_runs`` are respected; a paused schedule shows what it
     would do once resumed.
     """
@@ -394,14 +408,14 @@ async def upcoming(
     current = await get(conn, name)
     if after is None:
         after = await tick.db_now(conn)
-    expr = cronlib.parse(current.cron)
+    expr = planner.cron_of(vars(current))
     limit = n if current.remaining_runs is None else min(n, current.remaining_runs)
     if limit <= 0:
         return []
     start = after
     if current.starts_at is not None and current.starts_at > after:
         start = current.starts_at - timedelta(microseconds=1)  # starts_at itself may be a due time
-    times = expr.upcoming(start, current.timezone, limit)
+    times = expr.upcoming(start, current.timezone, limit, skipped=skipped)
     if current.ends_at is not None:
         times = [t for t in times if t.at <= current.ends_at]
     return list(times)

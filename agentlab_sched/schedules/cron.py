@@ -500,7 +500,7 @@ def _zone(name: str) -> ZoneInfo:
 
 # -- time -------------------------------------------------------------------------------------------
 
-Note = Literal["dst_gap", "dst_repeat"]
+Note = Literal["dst_gap", "dst_repeat", "dst_skipped"]
 
 
 @dataclass(frozen=True)
@@ -508,12 +508,17 @@ class Upcoming:
     """A coming due time: ``at`` in UTC, ``local`` in the schedule's zone, and why it is special.
 
     ``note`` is ``"dst_gap"`` for a fixed time that did not exist (moved to the first instant after the
-    jump), ``"dst_repeat"`` for a time in a repeated hour, else ``None``.
+    jump), ``"dst_repeat"`` for a time in a repeated hour (``fold`` 0 its first occurrence, 1 its
+    second), ``"dst_skipped"`` for a fixed time a gap skipped that does not fire (``dst_gap = skip``:
+    only when asked for; ``at`` is then the first instant after the jump), else ``None``. ``nominal`` is
+    the wall-clock time the expression names when no clock showed it (a gap).
     """
 
     at: datetime
     local: datetime
     note: Note | None = None
+    fold: int = 0
+    nominal: datetime | None = None
 
 
 def _aware(t: datetime) -> datetime:
@@ -551,41 +556,46 @@ def _gap_end(wall: datetime, zone: ZoneInfo) -> datetime:
 Repeat = Literal["first", "last", "both"]
 
 
+#: A due time as ``_instants`` gives it: the instant, its note, its fold, the wall time a gap skipped.
+_Due = tuple[datetime, Note | None, int, datetime | None]
+
+
 def _instants(
-    walls: Iterator[datetime], zone: ZoneInfo, shift: bool, repeat: Repeat, reverse: bool
-) -> Iterator[tuple[datetime, Note | None]]:
+    walls: Iterator[datetime], zone: ZoneInfo, gap: Literal["shift", "skip", "none"], repeat: Repeat, reverse: bool
+) -> Iterator[_Due]:
     """Wall-clock due times (ascending, or descending when ``reverse``) as instants, in the same order.
 
-    A time in a gap: the first instant after the jump when ``shift``, else none. A time in a repeated
-    hour: its first occurrence, its second, or both (then the repeated hour's due times come twice: all
-    first occurrences, then all second ones).
+    A time in a gap: the first instant after the jump when ``shift``; with ``skip`` the same instant,
+    noted ``dst_skipped`` (a fire that does not happen: callers drop it); with ``none`` nothing. A time in
+    a repeated hour: its first occurrence, its second, or both (then the repeated hour's due times come
+    twice: all first occurrences, then all second ones).
     """
     repeated: list[datetime] = []  # both: due times of the repeated hour not yet given out
     for wall in walls:
         at = wall.replace(tzinfo=zone).astimezone(UTC)  # fold=0: the first occurrence
         if at.astimezone(zone).replace(tzinfo=None) != wall:  # in a gap
-            if shift:
-                yield _gap_end(wall, zone), "dst_gap"
+            if gap != "none":
+                yield _gap_end(wall, zone), "dst_gap" if gap == "shift" else "dst_skipped", 0, wall
             continue
         if not _repeat_length(wall, zone):
             if repeated:
                 yield from _both_occurrences(repeated, zone, reverse)
                 repeated = []
-            yield at, None
+            yield at, None, 0, None
         elif repeat == "first":
-            yield at, "dst_repeat"
+            yield at, "dst_repeat", 0, None
         elif repeat == "last":
-            yield wall.replace(tzinfo=zone, fold=1).astimezone(UTC), "dst_repeat"
+            yield wall.replace(tzinfo=zone, fold=1).astimezone(UTC), "dst_repeat", 1, None
         else:
             repeated.append(wall)
     if repeated:
         yield from _both_occurrences(repeated, zone, reverse)
 
 
-def _both_occurrences(walls: list[datetime], zone: ZoneInfo, reverse: bool) -> Iterator[tuple[datetime, Note]]:
+def _both_occurrences(walls: list[datetime], zone: ZoneInfo, reverse: bool) -> Iterator[_Due]:
     for fold in (1, 0) if reverse else (0, 1):
         for wall in walls:
-            yield wall.replace(tzinfo=zone, fold=fold).astimezone(UTC), "dst_repeat"
+            yield wall.replace(tzinfo=zone, fold=fold).astimezone(UTC), "dst_repeat", fold, None
 
 
 class _Walk(CronSim):
@@ -657,15 +667,23 @@ class Cron:
         anchor = self._anchor_at(tz)
         return anchor + ((t - anchor) // self.every) * self.every
 
-    def _forward(self, t: datetime, tz: str, inclusive: bool) -> Iterator[tuple[datetime, Note | None]]:
-        """Due times after ``t`` (from ``t`` if inclusive), strictly increasing, with their notes."""
+    @property
+    def _gap(self) -> Literal["shift", "skip", "none"]:
+        """What a due time in a gap does: moves to the jump, is skipped, or (real time) never comes."""
+        return self.dst_gap if self.fixed_time else "none"
+
+    def _forward(self, t: datetime, tz: str, inclusive: bool, skipped: bool = False) -> Iterator[_Due]:
+        """Due times after ``t`` (from ``t`` if inclusive), strictly increasing, with their notes.
+
+        With ``skipped``, also the fixed times a gap skips under ``dst_gap = skip`` (noted ``dst_skipped``).
+        """
         t = _aware(t).astimezone(UTC)
         if self.every is not None:
             at = self._interval_at_or_before(t, tz)
             if at < t or not inclusive:
                 at += self.every
             while True:
-                yield at, None
+                yield at, None, 0, None
                 at += self.every
         start = t.replace(microsecond=0) - timedelta(seconds=1)  # cronsim steps one second first
         if _is_utc(tz):
@@ -673,7 +691,7 @@ class Cron:
             for wall in self._walls(start.replace(tzinfo=None), False):
                 at = wall.replace(tzinfo=UTC)
                 if at > t or (inclusive and at == t):
-                    yield at, None
+                    yield at, None, 0, None
             return
         zone = _zone(tz)
         local = start.astimezone(zone)
@@ -681,13 +699,21 @@ class Cron:
         repeat = self._repeat
         if repeat != "first" and not local.fold:
             wall -= _repeat_length(wall, zone)  # the repeated hour's second occurrences are still ahead
-        shift = self.fixed_time and self.dst_gap == "shift"
         last: datetime | None = None
-        for at, note in _instants(self._walls(wall, False), zone, shift, repeat, False):
-            if at < t or (at == t and not inclusive) or (last is not None and at <= last):
-                continue  # before t, or a gap's fixed times merged into one fire
+        last_skipped: datetime | None = None
+        for due in _instants(self._walls(wall, False), zone, self._gap, repeat, False):
+            at, note = due[0], due[1]
+            if at < t or (at == t and not inclusive):
+                continue
+            if note == "dst_skipped":
+                if skipped and (last_skipped is None or at > last_skipped):
+                    last_skipped = at
+                    yield due
+                continue
+            if last is not None and at <= last:
+                continue  # a gap's fixed times merged into one fire
             last = at
-            yield at, note
+            yield due
 
     def _backward(self, t: datetime, tz: str, strict: bool) -> datetime | None:
         """The latest due time at or before ``t`` (before ``t`` if strict), stepping back from ``t``."""
@@ -708,9 +734,8 @@ class Cron:
         wall = local.replace(tzinfo=None)
         if local.fold:
             wall += _repeat_length(wall, zone)  # the repeated hour's first occurrences are all behind us
-        shift = self.fixed_time and self.dst_gap == "shift"
-        for at, _ in _instants(self._walls(wall, True), zone, shift, self._repeat, True):
-            if at < t or (at == t and not strict):
+        for at, note, _, _ in _instants(self._walls(wall, True), zone, self._gap, self._repeat, True):
+            if note != "dst_skipped" and (at < t or (at == t and not strict)):
                 return at
         return None
 
@@ -730,17 +755,23 @@ class Cron:
 
     def iter_from(self, t: datetime, tz: str, *, inclusive: bool = False) -> Iterator[datetime]:
         """Due times after ``t`` (at or after if ``inclusive``), in UTC, strictly increasing."""
-        return (at for at, _ in self._forward(t, tz, inclusive))
+        return (due[0] for due in self._forward(t, tz, inclusive))
 
-    def upcoming(self, after: datetime, tz: str, n: int) -> list[Upcoming]:
-        """The next ``n`` due times after ``after``, in UTC and local time, with DST notes."""
+    def upcoming(self, after: datetime, tz: str, n: int, *, skipped: bool = False) -> list[Upcoming]:
+        """The next ``n`` due times after ``after``, in UTC and local time, with DST notes.
+
+        With ``skipped``, the fixed times a DST gap skips (``dst_gap = skip``) are listed among them,
+        noted ``dst_skipped``; they do not count towards ``n``.
+        """
         zone = _zone(tz)
         result: list[Upcoming] = []
+        fires = 0
         if n <= 0:
             return result
-        for at, note in self._forward(after, tz, False):
-            result.append(Upcoming(at=at, local=at.astimezone(zone), note=note))
-            if len(result) >= n:
+        for at, note, fold, nominal in self._forward(after, tz, False, skipped):
+            result.append(Upcoming(at=at, local=at.astimezone(zone), note=note, fold=fold, nominal=nominal))
+            fires += note != "dst_skipped"
+            if fires >= n:
                 break
         return result
 
@@ -751,8 +782,8 @@ class Cron:
 
 @functools.lru_cache(maxsize=16384)
 def _next_after(cron: Cron, t: datetime, tz: str, inclusive: bool) -> datetime | None:
-    for at, _ in cron._forward(t, tz, inclusive):
-        return at
+    for due in cron._forward(t, tz, inclusive):
+        return due[0]
     return None
 
 

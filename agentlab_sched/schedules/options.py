@@ -58,6 +58,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
+from agentlab_sched.schedules.cron import DST_GAP, DST_REPEAT
+
 __all__ = ["CLEARABLE", "DEFAULTS", "NAMES", "OPTIONS", "PY_TYPES", "Option", "SqlType", "by_name", "sql_text"]
 
 SqlType = Literal["text", "integer", "interval", "boolean", "timestamptz"]
@@ -216,6 +218,24 @@ OPTIONS: tuple[Option, ...] = (
         "Whether a run sees the state the last run left:",
         "persistent",
         choices=("isolated", "persistent"),
+    ),
+    Option(
+        "dst_gap",
+        "text",
+        DST_GAP[0],
+        "A fixed time that a DST gap skips fires at the first instant after the jump or not at all:",
+        "skip",
+        choices=DST_GAP,
+        planning=True,
+    ),
+    Option(
+        "dst_repeat",
+        "text",
+        DST_REPEAT[0],
+        "A once-an-hour fixed time in a repeated DST hour fires at its first occurrence, its last, or both:",
+        "both",
+        choices=DST_REPEAT,
+        planning=True,
     ),
 )
 

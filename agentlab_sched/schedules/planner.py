@@ -13,6 +13,7 @@ skip row, whatever its length (cron is walked backwards from ``now``, never thro
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -42,10 +43,23 @@ class ScheduleState:
     starts_at: datetime | None = None
     ends_at: datetime | None = None
     remaining_runs: int | None = None
+    dst_gap: cronlib.DstGap = "shift"
+    dst_repeat: cronlib.DstRepeat = "first"
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> ScheduleState:
         return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+
+    def parsed(self) -> cronlib.Cron:
+        """The cron expression, parsed with the schedule's DST policies."""
+        return cronlib.parse(self.cron, dst_gap=self.dst_gap, dst_repeat=self.dst_repeat)
+
+
+def cron_of(schedule: Mapping[str, Any]) -> cronlib.Cron:
+    """A schedule row's cron expression, parsed with its DST policies (the defaults where it has none)."""
+    return cronlib.parse(
+        schedule["cron"], dst_gap=schedule.get("dst_gap") or "shift", dst_repeat=schedule.get("dst_repeat") or "first"
+    )
 
 
 @dataclass(frozen=True)
@@ -108,7 +122,7 @@ def next_after_change(state: ScheduleState, now: datetime) -> datetime | None:
     """
     if not state.enabled or state.remaining_runs == 0:
         return None
-    cron = cronlib.parse(state.cron)
+    cron = state.parsed()
     if state.replan == "pending" and state.next_run_at is not None:
         return first_due(cron, state, state.next_run_at, inclusive=True)
     return first_due(cron, state, now, inclusive=False)
@@ -120,7 +134,7 @@ def plan(state: ScheduleState, now: datetime, on_time_window: timedelta) -> Plan
     if not state.enabled or state.remaining_runs == 0:
         return Plan(state.id, claimed, (), None)
     try:
-        cron = cronlib.parse(state.cron)
+        cron = state.parsed()
         pending = next_after_change(state, now) if state.replan else claimed
     except SchedError as err:
         at = claimed or now.replace(microsecond=0)

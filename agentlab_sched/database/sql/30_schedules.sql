@@ -329,6 +329,7 @@ BEGIN
         NEW.paused_at := NULL;
         NEW.consecutive_failures := 0;
     ELSIF NEW.cron IS DISTINCT FROM OLD.cron OR NEW.timezone IS DISTINCT FROM OLD.timezone
+          OR NEW.dst_gap IS DISTINCT FROM OLD.dst_gap OR NEW.dst_repeat IS DISTINCT FROM OLD.dst_repeat
           OR NEW.starts_at IS DISTINCT FROM OLD.starts_at OR NEW.ends_at IS DISTINCT FROM OLD.ends_at
           OR (OLD.remaining_runs = 0 AND NEW.remaining_runs IS DISTINCT FROM 0) THEN
         -- Continue from the pending due time: the first due time of the new definition at or after it.
@@ -392,6 +393,12 @@ CREATE OR REPLACE TRIGGER schedules_after_update
     WHEN (NEW.version <> OLD.version OR (NEW.replan IS NOT NULL AND NEW.replan IS DISTINCT FROM OLD.replan))
     EXECUTE FUNCTION agentlab_sched.schedules_after_write();
 
+-- Signatures of earlier versions (before dst_gap and dst_repeat).
+DROP FUNCTION IF EXISTS agentlab_sched.alter_schedule(text, text, text, text, jsonb, boolean, text, interval,
+    interval, text, integer, text, integer, timestamptz, timestamptz, integer, integer, text, text, integer, text[]);
+DROP FUNCTION IF EXISTS agentlab_sched.schedule(text, text, text, jsonb, text, text, integer, text, interval,
+    interval, boolean, text, integer, timestamptz, timestamptz, integer, integer, text);
+
 -- alter_schedule(): change some fields of a schedule; NULL leaves a field as it is.
 CREATE OR REPLACE FUNCTION agentlab_sched.alter_schedule(
     name text,
@@ -412,6 +419,8 @@ CREATE OR REPLACE FUNCTION agentlab_sched.alter_schedule(
     remaining_runs integer DEFAULT NULL,
     pause_after_failures integer DEFAULT NULL,
     context text DEFAULT NULL,
+    dst_gap text DEFAULT NULL,
+    dst_repeat text DEFAULT NULL,
     new_name text DEFAULT NULL,
     expected_version integer DEFAULT NULL,
     clear text[] DEFAULT NULL)
@@ -469,7 +478,9 @@ BEGIN
                               ELSE coalesce(remaining_runs, s.remaining_runs) END,
         pause_after_failures = CASE WHEN 'pause_after_failures' = ANY (clear) THEN NULL
                                     ELSE coalesce(pause_after_failures, s.pause_after_failures) END,
-        context = coalesce(context, s.context)
+        context = coalesce(context, s.context),
+        dst_gap = coalesce(dst_gap, s.dst_gap),
+        dst_repeat = coalesce(dst_repeat, s.dst_repeat)
     WHERE s.name = name AND (expected_version IS NULL OR s.version = expected_version)
     RETURNING s.version INTO result;
     IF FOUND THEN
@@ -507,7 +518,9 @@ CREATE OR REPLACE FUNCTION agentlab_sched.schedule(
     ends_at timestamptz DEFAULT NULL,
     remaining_runs integer DEFAULT NULL,
     pause_after_failures integer DEFAULT NULL,
-    context text DEFAULT NULL)
+    context text DEFAULT NULL,
+    dst_gap text DEFAULT NULL,
+    dst_repeat text DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql AS $$
 #variable_conflict use_variable
@@ -536,20 +549,23 @@ BEGIN
                 enabled => enabled, overlap => overlap, misfire_grace => misfire_grace, timeout => timeout,
                 queue => queue, priority => priority, catchup => catchup, max_catchup => max_catchup,
                 starts_at => starts_at, ends_at => ends_at, remaining_runs => remaining_runs,
-                pause_after_failures => pause_after_failures, context => context);
+                pause_after_failures => pause_after_failures, context => context, dst_gap => dst_gap,
+                dst_repeat => dst_repeat);
             RETURN sid;
         END IF;
         -- The arguments left NULL take the option's default (schedule_options, from schedules/options.py).
         d := agentlab_sched.option_defaults();
         INSERT INTO agentlab_sched.schedules AS s
             (name, cron, task, inputs, timezone, queue, priority, overlap, misfire_grace, timeout, enabled,
-             catchup, max_catchup, starts_at, ends_at, remaining_runs, pause_after_failures, context)
+             catchup, max_catchup, starts_at, ends_at, remaining_runs, pause_after_failures, context, dst_gap,
+             dst_repeat)
         VALUES (name, cron, task, inputs, timezone, coalesce(queue, d.queue), coalesce(priority, d.priority),
                 coalesce(overlap, d.overlap), coalesce(misfire_grace, d.misfire_grace),
                 coalesce(timeout, d.timeout), coalesce(enabled, d.enabled), coalesce(catchup, d.catchup),
                 coalesce(max_catchup, d.max_catchup), coalesce(starts_at, d.starts_at),
                 coalesce(ends_at, d.ends_at), coalesce(remaining_runs, d.remaining_runs),
-                coalesce(pause_after_failures, d.pause_after_failures), coalesce(context, d.context))
+                coalesce(pause_after_failures, d.pause_after_failures), coalesce(context, d.context),
+                coalesce(dst_gap, d.dst_gap), coalesce(dst_repeat, d.dst_repeat))
         ON CONFLICT ON CONSTRAINT schedules_name_key DO NOTHING
         RETURNING s.id INTO sid;
         IF sid IS NOT NULL THEN
