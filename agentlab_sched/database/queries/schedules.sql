@@ -22,14 +22,16 @@ SELECT agentlab_sched.schedule(
     ends_at => %(ends_at)s::timestamptz,
     remaining_runs => %(remaining_runs)s::integer,
     pause_after_failures => %(pause_after_failures)s::integer,
-    context => %(context)s::text) AS id
+    context => %(context)s::text,
+    dst_gap => %(dst_gap)s::text,
+    dst_repeat => %(dst_repeat)s::text) AS id
 
 -- name: create_schedule
 -- Create schedule %(name)s (a unique violation when the name is taken); the options not given take their
 -- default (option_defaults(), from schedules/options.py); its id.
 INSERT INTO agentlab_sched.schedules
     (name, cron, task, inputs, timezone, queue, priority, overlap, misfire_grace, timeout, enabled, catchup,
-     max_catchup, starts_at, ends_at, remaining_runs, pause_after_failures, context)
+     max_catchup, starts_at, ends_at, remaining_runs, pause_after_failures, context, dst_gap, dst_repeat)
 SELECT %(name)s::text, %(cron)s::text, %(task)s::text, %(inputs)s::jsonb, %(timezone)s::text,
        coalesce(%(queue)s::text, d.queue),
        coalesce(%(priority)s::integer, d.priority),
@@ -43,7 +45,9 @@ SELECT %(name)s::text, %(cron)s::text, %(task)s::text, %(inputs)s::jsonb, %(time
        coalesce(%(ends_at)s::timestamptz, d.ends_at),
        coalesce(%(remaining_runs)s::integer, d.remaining_runs),
        coalesce(%(pause_after_failures)s::integer, d.pause_after_failures),
-       coalesce(%(context)s::text, d.context)
+       coalesce(%(context)s::text, d.context),
+       coalesce(%(dst_gap)s::text, d.dst_gap),
+       coalesce(%(dst_repeat)s::text, d.dst_repeat)
 FROM agentlab_sched.option_defaults() d
 RETURNING id
 
@@ -68,6 +72,8 @@ SELECT agentlab_sched.alter_schedule(
     remaining_runs => %(remaining_runs)s::integer,
     pause_after_failures => %(pause_after_failures)s::integer,
     context => %(context)s::text,
+    dst_gap => %(dst_gap)s::text,
+    dst_repeat => %(dst_repeat)s::text,
     new_name => %(new_name)s::text,
     expected_version => %(expected_version)s::integer,
     clear => %(clear)s::text[]) AS version
@@ -76,7 +82,7 @@ SELECT agentlab_sched.alter_schedule(
 -- Schedule %(name)s as admin.Schedule: webhook URL and secret only as whether they are set.
 SELECT id, name, cron, timezone, task, inputs, queue, priority, overlap, misfire_grace, timeout, enabled, catchup,
        max_catchup, starts_at, ends_at, remaining_runs, pause_after_failures, consecutive_failures,
-       paused_reason, paused_at, context, session_key, next_run_at, replan, version, created_at, updated_at,
+       paused_reason, paused_at, context, dst_gap, dst_repeat, session_key, next_run_at, replan, version, created_at, updated_at,
        webhook_format, webhook_url_hint, webhook_url_enc IS NOT NULL AS webhook_configured,
        webhook_secret_enc IS NOT NULL AS webhook_has_secret, webhook_events
 FROM agentlab_sched.schedules WHERE name = %(name)s
