@@ -26,9 +26,9 @@ from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
 import psycopg
-from psycopg.rows import dict_row
 
 from agentlab_sched import database as db
+from agentlab_sched.database import queries
 from agentlab_sched.errors import SchedError
 from agentlab_sched.messages import duration, render, term
 from agentlab_sched.notify.content import EventInfo, event_message
@@ -40,7 +40,7 @@ from agentlab_sched.settings import Settings
 
 log = logging.getLogger("agentlab_sched.notify")
 
-#: The channel the outbox trigger NOTIFYs (payload: the schedule id).
+#: The channel the outbox trigger NOTIFYs (payload: the schedule id; the listen_outbox query LISTENs).
 CHANNEL = "agentlab_sched_outbox"
 #: Attempts of a retryable failure before the row is given up (``failed``).
 MAX_ATTEMPTS = 8
@@ -49,23 +49,6 @@ BACKOFF_BASE = 10.0
 BACKOFF_CAP = 1800.0
 #: How long a claimed row is hidden from other workers beyond the send timeout.
 LEASE_MARGIN = 20.0
-
-_CLAIM = """
-SELECT o.id, o.run_id::text AS run_id, o.event, o.segment, o.attempts, o.payload,
-       s.id AS schedule_id, s.name AS schedule, s.timezone, s.timeout AS schedule_timeout,
-       s.webhook_format, s.webhook_url_enc, s.webhook_secret_enc, s.webhook_events,
-       r.status AS run_status, r.error AS run_error, r.started_at, r.finished_at, r.timeout AS run_timeout,
-       f.kind, f.fire_at, a.title AS step
-  FROM agentlab_sched.outbox o
-  LEFT JOIN agentlab_sched.schedules s ON s.id = o.schedule_id
-  LEFT JOIN agentlab_sched.runs r ON r.id = o.run_id
-  LEFT JOIN agentlab_sched.fires f ON f.id = r.fire_id
-  LEFT JOIN agentlab_sched.approvals a ON a.run_id = o.run_id AND a.segment = o.segment
- WHERE o.status = 'pending' AND o.next_attempt_at <= %(now)s
- ORDER BY o.next_attempt_at, o.id
- LIMIT 1
-   FOR UPDATE OF o SKIP LOCKED
-"""
 
 
 def backoff(attempt: int) -> float:
@@ -135,60 +118,45 @@ class Outbox:
     async def _now(self, now: datetime | None) -> datetime:
         if now is not None:
             return now
-        cur = await self.conn.execute("SELECT clock_timestamp()")
-        row = await cur.fetchone()
-        assert row is not None
-        return row[0] if not isinstance(row, dict) else row["clock_timestamp"]
+        at: datetime = await queries.value(self.conn, "db_now")
+        return at
 
-    async def _close_row(self, cur: psycopg.AsyncCursor, row_id: int, status: str, now: datetime, detail: str) -> None:
+    async def _close_row(self, row_id: int, status: str, now: datetime, detail: str) -> None:
         """End a row without sending it (``dropped`` or ``failed``), recording why."""
-        await cur.execute(
-            "UPDATE agentlab_sched.outbox SET status = %s, last_error = %s WHERE id = %s", (status, detail, row_id)
-        )
-        await cur.execute(
-            """INSERT INTO agentlab_sched.deliveries (outbox_id, attempted_at, outcome, detail)
-               VALUES (%s, %s, %s, %s)""",
-            (row_id, now, status, detail),
-        )
+        params = {"id": row_id, "status": status, "now": now, "detail": detail}
+        await queries.execute(self.conn, "close_outbox_row", params)
 
     async def claim(self, now: datetime | None = None) -> Claim | None:
         """Lease the next due row that can be sent now; None when there is none."""
         loc = self.settings.locale
         while True:
             at = await self._now(now)
-            async with self.conn.transaction(), self.conn.cursor(row_factory=dict_row) as cur:
-                await cur.execute(_CLAIM, {"now": at})
-                row = await cur.fetchone()
+            async with self.conn.transaction():
+                row = await queries.one(self.conn, "claim_outbox", {"now": at})
                 if row is None:
                     return None
                 if row["schedule"] is None or row["webhook_url_enc"] is None:
-                    await self._close_row(cur, row["id"], "dropped", at, render("notify.dropped.no_webhook", loc))
+                    await self._close_row(row["id"], "dropped", at, render("notify.dropped.no_webhook", loc))
                     continue
                 if row["event"] not in (row["webhook_events"] or []):
                     detail = render("notify.dropped.unsubscribed", loc, event=term(f"notify.event.{row['event']}"))
-                    await self._close_row(cur, row["id"], "dropped", at, detail)
+                    await self._close_row(row["id"], "dropped", at, detail)
                     continue
                 url = self.box.decrypt(row["webhook_url_enc"])
                 secret = self.box.decrypt(row["webhook_secret_enc"]) if row["webhook_secret_enc"] else None
                 if url is None or (row["webhook_secret_enc"] and secret is None):
                     detail = render("notify.undecryptable", loc, schedule=row["schedule"])
-                    await self._close_row(cur, row["id"], "failed", at, detail)
+                    await self._close_row(row["id"], "failed", at, detail)
                     continue
                 platform = platform_of(urlsplit(url).hostname or "")
                 # Bodies and verdicts follow the host: a platform host gets its platform's body whatever
                 # the stored format says.
                 fmt = platform if platform != "generic" else (row["webhook_format"] or "generic")
-                wait_until = await self._take_slot(cur, bot_key(platform, url), platform, at)
+                wait_until = await self._take_slot(bot_key(platform, url), platform, at)
                 if wait_until is not None:
-                    await cur.execute(
-                        "UPDATE agentlab_sched.outbox SET next_attempt_at = %s WHERE id = %s",
-                        (wait_until, row["id"]),
-                    )
+                    await queries.execute(self.conn, "outbox_next_attempt", {"at": wait_until, "id": row["id"]})
                     continue
-                await cur.execute(
-                    "UPDATE agentlab_sched.outbox SET next_attempt_at = %s WHERE id = %s",
-                    (at + self.lease, row["id"]),
-                )
+                await queries.execute(self.conn, "outbox_next_attempt", {"at": at + self.lease, "id": row["id"]})
                 return Claim(
                     id=row["id"],
                     attempts=row["attempts"],
@@ -200,32 +168,24 @@ class Outbox:
                     info=event_info(row),
                 )
 
-    async def _take_slot(self, cur: psycopg.AsyncCursor, bot: str, platform: str, now: datetime) -> datetime | None:
+    async def _take_slot(self, bot: str, platform: str, now: datetime) -> datetime | None:
         """Take a send slot for ``bot`` at ``now``; or the instant the next slot frees, when it is full."""
         limits = RATE_LIMITS.get(platform, ())
         if not limits:
             return None
-        await cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("agentlab_sched.bot:" + bot,))
+        await queries.execute(self.conn, "lock_bot", {"bot": bot})
         free_at: datetime | None = None
         for count, seconds in limits:
             window = timedelta(seconds=seconds)
-            await cur.execute(
-                """SELECT sent_at FROM agentlab_sched.bot_sends
-                    WHERE bot = %s AND sent_at > %s AND sent_at <= %s
-                    ORDER BY sent_at DESC OFFSET %s LIMIT 1""",
-                (bot, now - window, now, count - 1),
-            )
-            full = await cur.fetchone()
+            params = {"bot": bot, "since": now - window, "now": now, "count": count}
+            full = await queries.one(self.conn, "bot_window_full", params)
             if full is not None:
                 frees = full["sent_at"] + window
                 free_at = frees if free_at is None else max(free_at, frees)
         if free_at is not None:
             return free_at
         longest = timedelta(seconds=max(seconds for _, seconds in limits))
-        await cur.execute(
-            "DELETE FROM agentlab_sched.bot_sends WHERE bot = %s AND sent_at < %s", (bot, now - 2 * longest)
-        )
-        await cur.execute("INSERT INTO agentlab_sched.bot_sends (bot, sent_at) VALUES (%s, %s)", (bot, now))
+        await queries.execute(self.conn, "take_bot_slot", {"bot": bot, "now": now, "before": now - 2 * longest})
         return None
 
     async def send(self, claim: Claim) -> Verdict:
@@ -250,45 +210,31 @@ class Outbox:
                 next_at = at + timedelta(seconds=delay)
                 detail = render("notify.retry", loc, problem=detail, attempt=attempt, delay=duration(delay, loc))
         status = {"sent": "sent", "failed": "failed", "retry": "pending"}[outcome]
-        async with self.conn.transaction():
-            await self.conn.execute(
-                """INSERT INTO agentlab_sched.deliveries
-                       (outbox_id, attempted_at, http_status, platform_code, platform_text, outcome, detail)
-                   VALUES (%s, %s, %s, %s, %s, %s, %s)""",
-                (
-                    claim.id,
-                    at,
-                    verdict.http_status,
-                    verdict.platform_code,
-                    verdict.platform_text,
-                    outcome,
-                    detail,
-                ),
-            )
-            await self.conn.execute(
-                """UPDATE agentlab_sched.outbox
-                      SET status = %s, attempts = %s, last_error = %s,
-                          next_attempt_at = coalesce(%s, next_attempt_at),
-                          sent_at = CASE WHEN %s = 'sent' THEN %s ELSE sent_at END
-                    WHERE id = %s""",
-                (status, attempt, None if outcome == "sent" else detail, next_at, status, at, claim.id),
-            )
+        await queries.execute(
+            self.conn,
+            "record_delivery",
+            {
+                "id": claim.id,
+                "at": at,
+                "http_status": verdict.http_status,
+                "platform_code": verdict.platform_code,
+                "platform_text": verdict.platform_text,
+                "outcome": outcome,
+                "detail": detail,
+                "status": status,
+                "attempts": attempt,
+                "last_error": None if outcome == "sent" else detail,
+                "next_at": next_at,
+            },
+        )
         if outcome != "sent":
             log.warning("notification %s of schedule %s: %s", claim.id, claim.info.schedule, detail)
         return outcome
 
     async def release(self, claim: Claim) -> None:
         """Put back a row whose send was cancelled: pending, due at once, the attempt recorded."""
-        async with self.conn.transaction():
-            await self.conn.execute(
-                """INSERT INTO agentlab_sched.deliveries (outbox_id, attempted_at, outcome, detail)
-                   VALUES (%s, %s, 'interrupted', %s)""",
-                (claim.id, claim.now, render("notify.interrupted", self.settings.locale)),
-            )
-            await self.conn.execute(
-                "UPDATE agentlab_sched.outbox SET next_attempt_at = %s WHERE id = %s AND status = 'pending'",
-                (claim.now, claim.id),
-            )
+        detail = render("notify.interrupted", self.settings.locale)
+        await queries.execute(self.conn, "release_outbox_row", {"id": claim.id, "at": claim.now, "detail": detail})
 
     async def process_one(self, now: datetime | None = None) -> str | None:
         """Claim, send and record one row: its outcome, or None when nothing is due."""
@@ -300,12 +246,7 @@ class Outbox:
 
     async def seconds_to_next(self) -> float | None:
         """Seconds until the earliest pending row is due (0 when overdue), None when there is none."""
-        cur = await self.conn.execute(
-            """SELECT extract(epoch FROM min(next_attempt_at) - clock_timestamp())
-                 FROM agentlab_sched.outbox WHERE status = 'pending'"""
-        )
-        row = await cur.fetchone()
-        value = (row["extract"] if isinstance(row, dict) else row[0]) if row else None
+        value = await queries.value(self.conn, "outbox_next_due")
         return None if value is None else max(0.0, float(value))
 
 
@@ -430,7 +371,7 @@ class Dispatcher:
             try:
                 conn = await db.connect(self.url, locale=self.settings.locale)
                 try:
-                    await conn.execute(f"LISTEN {CHANNEL}")
+                    await queries.execute(conn, "listen_outbox")
                     self.wake()  # anything written while we were not listening
                     async for _ in conn.notifies():
                         self.wake()

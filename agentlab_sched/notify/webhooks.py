@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import psycopg
-from psycopg.rows import dict_row
 
+from agentlab_sched.database import queries
 from agentlab_sched.errors import NotFound, SchedError, ValidationError
 from agentlab_sched.messages import render, term
 from agentlab_sched.notify.content import test_message as _test_message
@@ -77,15 +77,7 @@ def _events(events: Iterable[str] | str) -> list[str]:
 
 
 async def _schedule_row(conn: psycopg.AsyncConnection, name: str, *, lock: bool) -> dict:
-    async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(
-            """SELECT id, name, timezone, webhook_format, webhook_url_enc, webhook_secret_enc,
-                      webhook_url_hint, webhook_events
-                 FROM agentlab_sched.schedules WHERE name = %s"""
-            + (" FOR UPDATE" if lock else ""),
-            (name,),
-        )
-        row = await cur.fetchone()
+    row = await queries.one(conn, "lock_schedule_webhook" if lock else "schedule_webhook", {"name": name})
     if row is None:
         raise NotFound("schedule.not_found", "name", name=name)
     return row
@@ -157,12 +149,17 @@ async def set_webhook(
         if secret_enc is not None and fmt not in SIGNED_FORMATS and (validated or secret):
             raise ValidationError("notify.secret.not_signed", "webhook_secret", platform=term(f"notify.platform.{fmt}"))
         new_events = chosen_events if chosen_events is not None else list(row["webhook_events"])
-        await conn.execute(
-            """UPDATE agentlab_sched.schedules
-                  SET webhook_format = %s, webhook_url_enc = %s, webhook_secret_enc = %s,
-                      webhook_url_hint = %s, webhook_events = %s
-                WHERE id = %s""",
-            (fmt, url_enc, secret_enc, hint, new_events, row["id"]),
+        await queries.execute(
+            conn,
+            "set_webhook",
+            {
+                "format": fmt,
+                "url_enc": url_enc,
+                "secret_enc": secret_enc,
+                "hint": hint,
+                "events": new_events,
+                "id": row["id"],
+            },
         )
     return WebhookInfo(
         schedule=name,
@@ -193,26 +190,18 @@ async def rotate_secrets(conn: psycopg.AsyncConnection, settings: Settings) -> i
     schedules.
     """
     box = SecretBox.from_settings(settings)
-    async with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(
-            """SELECT id, name, webhook_url_enc, webhook_secret_enc FROM agentlab_sched.schedules
-                WHERE webhook_url_enc IS NOT NULL OR webhook_secret_enc IS NOT NULL
-                ORDER BY name FOR UPDATE"""
-        )
-        rows = await cur.fetchall()
+    async with conn.transaction():
+        rows = await queries.rows(conn, "lock_webhook_ciphertexts")
         updates, bad = [], []
         for row in rows:
             new_url = box.rotate(row["webhook_url_enc"]) if row["webhook_url_enc"] else None
             new_secret = box.rotate(row["webhook_secret_enc"]) if row["webhook_secret_enc"] else None
             if (row["webhook_url_enc"] and new_url is None) or (row["webhook_secret_enc"] and new_secret is None):
                 bad.append(row["name"])
-            updates.append((new_url, new_secret, row["id"]))
+            updates.append({"url_enc": new_url, "secret_enc": new_secret, "id": row["id"]})
         if bad:
             raise SchedError("notify.rotate.undecryptable", "AGENTLAB_SCHED_SECRET_KEY", schedules=bad)
-        await cur.executemany(
-            "UPDATE agentlab_sched.schedules SET webhook_url_enc = %s, webhook_secret_enc = %s WHERE id = %s",
-            updates,
-        )
+        await queries.execute_many(conn, "set_webhook_ciphertexts", updates)
     return len(updates)
 
 

@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from agentlab_sched.database import queries
 from agentlab_sched.errors import SchedError
 
 if TYPE_CHECKING:
@@ -162,9 +163,7 @@ async def renew_session() -> str:
     app = _app.get()
     if app is None:
         raise NoRunContext()
-    row = await app.connector.execute_query_one_async(
-        "SELECT agentlab_sched.renew_session(%(run)s::uuid) AS key", run=str(run.run_id)
-    )
+    row = await queries.connector_one(app.connector, "renew_session", run=str(run.run_id))
     key = str(row["key"])
     _current.set(replace(run, session_key=key))
     return key

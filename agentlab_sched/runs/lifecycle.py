@@ -28,10 +28,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
 
 from agentlab_sched import errors, messages
 from agentlab_sched._plain import plain
+from agentlab_sched.database import queries
 from agentlab_sched.errors import SchedError, ValidationError
 from agentlab_sched.runs.context import Approval
 
@@ -99,6 +99,11 @@ class Run:
     #: The pending approval it waits on (awaiting_approval), if any.
     waiting_for: Approval | None = None
 
+    def __post_init__(self) -> None:
+        # The row carries the approval as JSON (to_jsonb of its row).
+        if isinstance(self.waiting_for, dict):
+            object.__setattr__(self, "waiting_for", Approval.from_data(self.waiting_for))
+
     @property
     def short_id(self) -> str:
         """``1a2b3c``: the first 6 characters of the id, as the ledger and CLI show it."""
@@ -151,55 +156,22 @@ class PruneReport:
 # ------------------------------------------------------------------------------------------------------
 
 
-async def _one(conn: psycopg.AsyncConnection[Any], query: str, params: Mapping[str, Any]) -> dict[str, Any] | None:
-    async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(query, params)  # type: ignore[arg-type]
-        return await cur.fetchone()
-
-
-async def _all(conn: psycopg.AsyncConnection[Any], query: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-    async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(query, params)  # type: ignore[arg-type]
-        return await cur.fetchall()
-
-
-_RUN_QUERY = """
-SELECT r.id, r.schedule_id, s.name AS schedule_name, coalesce(s.timezone, 'UTC') AS timezone, r.fire_id,
-       f.fire_at, f.kind, r.task, r.inputs, r.status, r.segment, r.error, r.error_code, r.result, r.state,
-       r.session_key, r.started_by, r.timeout, r.deadline_at, r.abort_reason, r.cancelled_by, r.suspended_at,
-       r.job_id, r.created_at, r.started_at, r.finished_at, r.updated_at,
-       (SELECT to_jsonb(a) - 'job_id' FROM agentlab_sched.approvals a
-        WHERE a.run_id = r.id AND a.segment = r.segment AND a.status = 'pending') AS waiting_for
-FROM agentlab_sched.runs r
-LEFT JOIN agentlab_sched.schedules s ON s.id = r.schedule_id
-LEFT JOIN agentlab_sched.fires f ON f.id = r.fire_id
-"""
-
-
-def _run(row: Mapping[str, Any]) -> Run:
-    values = {f.name: row.get(f.name) for f in dataclasses.fields(Run)}
-    waiting = row.get("waiting_for")
-    values["waiting_for"] = Approval.from_data(waiting) if waiting else None
-    return Run(**values)
-
-
 async def find_run(conn: psycopg.AsyncConnection[Any], ref: str | uuid.UUID) -> uuid.UUID:
     """The id of the run ``ref`` names (an id, or its first characters); NotFound / ValidationError."""
     if isinstance(ref, uuid.UUID):
         return ref
-    async with errors.translated():
-        row = await _one(conn, "SELECT agentlab_sched.find_run(%(ref)s::text) AS id", {"ref": ref})
-    assert row is not None
-    return row["id"]
+    with errors.translated():
+        run_id: uuid.UUID = await queries.value(conn, "find_run", {"ref": ref})
+    return run_id
 
 
 async def get_run(conn: psycopg.AsyncConnection[Any], ref: str | uuid.UUID) -> Run:
     """The run ``ref`` names."""
     run_id = await find_run(conn, ref)
-    row = await _one(conn, _RUN_QUERY + " WHERE r.id = %(id)s", {"id": run_id})
-    if row is None:
+    found = await queries.one(conn, "get_run", {"id": run_id}, Run)
+    if found is None:
         raise errors.NotFound("run.not_found", "run_id", run=str(ref))
-    return _run(row)
+    return found
 
 
 async def list_runs(
@@ -215,25 +187,14 @@ async def list_runs(
         raise ValidationError("run.bad_status", "status", value=status, choices=list(RUN_STATUSES))
     if schedule is not None:
         await _require_schedule(conn, schedule)
-    rows = await _all(
-        conn,
-        _RUN_QUERY
-        + """ WHERE (%(schedule)s::text IS NULL OR s.name = %(schedule)s::text)
-                AND (%(status)s::text IS NULL OR r.status = %(status)s::text)
-                AND (%(since)s::timestamptz IS NULL OR r.created_at >= %(since)s::timestamptz)
-              ORDER BY r.created_at DESC, r.id LIMIT %(limit)s""",
-        {"schedule": schedule, "status": status, "since": since, "limit": max(1, limit)},
-    )
-    return [_run(r) for r in rows]
+    params = {"schedule": schedule, "status": status, "since": since, "limit": max(1, limit)}
+    return await queries.rows(conn, "list_runs", params, Run)
 
 
 async def approvals(conn: psycopg.AsyncConnection[Any], ref: str | uuid.UUID) -> list[Approval]:
     """Every approval point of a run, oldest first."""
     run_id = await find_run(conn, ref)
-    rows = await _all(
-        conn, "SELECT * FROM agentlab_sched.approvals WHERE run_id = %(id)s ORDER BY segment", {"id": run_id}
-    )
-    return [Approval.from_data(r) for r in rows]
+    return await queries.rows(conn, "run_approvals", {"id": run_id}, Approval)
 
 
 async def list_fires(
@@ -249,33 +210,20 @@ async def list_fires(
         raise ValidationError("fire.bad_status", "status", value=status, choices=list(FIRE_STATUSES))
     if schedule is not None:
         await _require_schedule(conn, schedule)
-    names = ", ".join(f.name for f in dataclasses.fields(Fire))
-    rows = await _all(
-        conn,
-        f"""SELECT {names} FROM agentlab_sched.fire_history
-            WHERE (%(schedule)s::text IS NULL OR schedule_name = %(schedule)s::text)
-              AND (%(status)s::text IS NULL OR status = %(status)s::text)
-              AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s::timestamptz)
-            ORDER BY created_at DESC, fire_id DESC
-            LIMIT %(limit)s""",
-        {"schedule": schedule, "status": status, "since": since, "limit": max(1, limit)},
-    )
-    return [Fire(**r) for r in rows]
+    params = {"schedule": schedule, "status": status, "since": since, "limit": max(1, limit)}
+    return await queries.rows(conn, "list_fires", params, Fire)
 
 
 async def _require_schedule(conn: psycopg.AsyncConnection[Any], name: str) -> None:
-    row = await _one(conn, "SELECT 1 AS ok FROM agentlab_sched.schedules WHERE name = %(name)s", {"name": name})
-    if row is None:
+    if not await queries.value(conn, "schedule_exists", {"name": name}):
         raise errors.NotFound("schedule.not_found", "name", name=name)
 
 
-async def _act(conn: psycopg.AsyncConnection[Any], call: str, ref: str | uuid.UUID, params: dict[str, Any]) -> Any:
-    """Resolve the run, call ``agentlab_sched.<call>`` in one transaction, return its value."""
+async def _act(conn: psycopg.AsyncConnection[Any], query: str, ref: str | uuid.UUID, params: dict[str, Any]) -> Any:
+    """Resolve the run, run named query ``query`` on it in one transaction, return its value."""
     async with conn.transaction(), errors.translated():
         run_id = await find_run(conn, ref)
-        row = await _one(conn, f"SELECT agentlab_sched.{call} AS value", {"run": run_id, **params})
-    assert row is not None
-    return row["value"]
+        return await queries.value(conn, query, {"run": run_id, **params})
 
 
 async def approve(
@@ -290,12 +238,7 @@ async def approve(
     """Approve the pending approval of ``run`` (of ``segment``, when given): the run continues in a new
     job, its next segment receiving its state and this approval. Conflict when it is not waiting, was
     decided already, or waits on another segment."""
-    await _act(
-        conn,
-        "approve(%(run)s, %(by)s::text, %(comment)s::text, %(segment)s::int, coalesce(%(now)s::timestamptz, now()))",
-        run,
-        {"by": by, "comment": comment, "segment": segment, "now": now},
-    )
+    await _act(conn, "approve", run, {"by": by, "comment": comment, "segment": segment, "now": now})
     return await get_run(conn, run)
 
 
@@ -309,12 +252,7 @@ async def reject(
     now: datetime | None = None,
 ) -> Run:
     """Reject the pending approval of ``run``: the run is cancelled (its error says who and why)."""
-    await _act(
-        conn,
-        "reject(%(run)s, %(by)s::text, %(comment)s::text, %(segment)s::int, coalesce(%(now)s::timestamptz, now()))",
-        run,
-        {"by": by, "comment": comment, "segment": segment, "now": now},
-    )
+    await _act(conn, "reject", run, {"by": by, "comment": comment, "segment": segment, "now": now})
     return await get_run(conn, run)
 
 
@@ -333,12 +271,10 @@ async def abandon(
 
 
 async def _by_someone(
-    conn: psycopg.AsyncConnection[Any], function: str, run: str | uuid.UUID, by: str, now: datetime | None
+    conn: psycopg.AsyncConnection[Any], query: str, run: str | uuid.UUID, by: str, now: datetime | None
 ) -> Run:
-    """Call SQL ``function(run, by, now)`` (one of our fixed names, never user input) and return the run."""
-    await _act(
-        conn, f"{function}(%(run)s, %(by)s::text, coalesce(%(now)s::timestamptz, now()))", run, {"by": by, "now": now}
-    )
+    """Run named query ``query`` (run, by, now) and return the run."""
+    await _act(conn, query, run, {"by": by, "now": now})
     return await get_run(conn, run)
 
 
@@ -347,9 +283,7 @@ async def cancel(
 ) -> tuple[Run, str]:
     """Cancel a run that has not ended. Returns the run and what happened: ``cancelled`` (done), or
     ``abort_requested`` (a running run: it ends cancelled when its worker aborts the job)."""
-    outcome = await _act(
-        conn, "cancel_run(%(run)s, %(by)s::text, coalesce(%(now)s::timestamptz, now()))", run, {"by": by, "now": now}
-    )
+    outcome = await _act(conn, "cancel_run", run, {"by": by, "now": now})
     return await get_run(conn, run), str(outcome)
 
 
@@ -357,33 +291,21 @@ async def reset_session(conn: psycopg.AsyncConnection[Any], schedule: str) -> st
     """The host reports that the state behind persistent schedule ``schedule``'s session is gone: a new
     session key for its next runs (returned)."""
     async with conn.transaction(), errors.translated():
-        row = await _one(conn, "SELECT agentlab_sched.reset_session(%(name)s::text) AS key", {"name": schedule})
-    assert row is not None
-    return str(row["key"])
+        return str(await queries.value(conn, "reset_session", {"name": schedule}))
 
 
 async def detect_suspended(
     conn: psycopg.AsyncConnection[Any], *, now: datetime | None = None, stalled_after: timedelta = timedelta(seconds=30)
 ) -> int:
     """Suspend the runs whose worker stopped heartbeating for ``stalled_after``; how many."""
-    row = await _one(
-        conn,
-        "SELECT agentlab_sched.detect_suspended(coalesce(%(now)s::timestamptz, now()), %(after)s::interval) AS n",
-        {"now": now, "after": stalled_after},
-    )
-    return int(row["n"]) if row else 0
+    return int(await queries.value(conn, "detect_suspended", {"now": now, "after": stalled_after}))
 
 
 async def enforce_timeouts(
     conn: psycopg.AsyncConnection[Any], *, now: datetime | None = None, abort_grace: timedelta = timedelta(seconds=10)
 ) -> int:
     """Abort the runs past their deadline (and report those that ignore it); how many changed."""
-    row = await _one(
-        conn,
-        "SELECT agentlab_sched.enforce_timeouts(coalesce(%(now)s::timestamptz, now()), %(grace)s::interval) AS n",
-        {"now": now, "grace": abort_grace},
-    )
-    return int(row["n"]) if row else 0
+    return int(await queries.value(conn, "enforce_timeouts", {"now": now, "grace": abort_grace}))
 
 
 async def prune(
@@ -393,14 +315,8 @@ async def prune(
     notifications, their Procrastinate jobs, fire requests); never the newest fire of a schedule, never
     a run that has not ended."""
     async with conn.transaction(), errors.translated():
-        row = await _one(
-            conn,
-            "SELECT agentlab_sched.prune(%(age)s::interval, coalesce(%(now)s::timestamptz, now()), "
-            "%(batch)s::int) AS r",
-            {"age": older_than, "now": now, "batch": batch},
-        )
-    assert row is not None
-    return PruneReport(**row["r"])
+        removed = await queries.value(conn, "prune", {"age": older_than, "now": now, "batch": batch})
+    return PruneReport(**removed)
 
 
 _AGE_UNITS = {

@@ -36,6 +36,7 @@ import procrastinate
 from procrastinate import exceptions as pexc
 from procrastinate import job_context
 
+from agentlab_sched.database import queries
 from agentlab_sched.errors import SchedError, from_database
 from agentlab_sched.firing.blueprint import tick
 from agentlab_sched.runs import context as run_context
@@ -52,9 +53,6 @@ __all__ = ["ABORT_GRACE", "RunMiddleware", "install", "with_run_middleware"]
 ABORT_GRACE = 10.0
 #: Results larger than this (JSON characters) are not kept with the run.
 MAX_RESULT = 1_000_000
-
-_LOCALISED = """WITH l AS MATERIALIZED (SELECT set_config('agentlab_sched.locale', %(locale)s, true))
-SELECT {call} AS value FROM l"""
 
 
 class RunMiddleware:
@@ -77,9 +75,7 @@ class RunMiddleware:
             return await call_next()
         app = context.app
         try:
-            row = await app.connector.execute_query_one_async(
-                "SELECT agentlab_sched.run_context(%(job)s) AS ctx", job=job.id
-            )
+            row = await queries.connector_one(app.connector, "run_context", job=job.id)
         except pexc.ConnectorException:
             # The task still runs (a lookup glitch must not fail it), without its run context.
             logger.exception("could not look up the run of job %s; running it without run context", job.id)
@@ -110,9 +106,7 @@ class RunMiddleware:
             except asyncio.CancelledError:
                 if context.abort_reason() == job_context.AbortReason.SHUTDOWN:
                     with contextlib.suppress(Exception):
-                        await self._call(
-                            app, "agentlab_sched.mark_shutdown(%(run)s::uuid, %(job)s)", run=str(run.run_id), job=job.id
-                        )
+                        await self._call(app, "mark_shutdown", run=str(run.run_id), job=job.id)
                 raise
             except Exception as exc:
                 await self._record_error(app, run, job.id, exc)
@@ -141,9 +135,9 @@ class RunMiddleware:
             return True
         return False
 
-    async def _call(self, app: procrastinate.App, call: str, **params: Any) -> Any:
-        """``SELECT <call>`` with the deployment's locale for the messages it renders; its value."""
-        row = await app.connector.execute_query_one_async(_LOCALISED.format(call=call), locale=self.locale, **params)
+    async def _call(self, app: procrastinate.App, query: str, **params: Any) -> Any:
+        """Named query ``query`` with the deployment's locale for the messages it renders; its value."""
+        row = await queries.connector_one(app.connector, query, locale=self.locale, **params)
         return row["value"] if row else None
 
     async def _await_approval(
@@ -155,9 +149,7 @@ class RunMiddleware:
             problem = str(exc)
             await self._call(
                 app,
-                "agentlab_sched.record_task_error(%(run)s::uuid, %(job)s, "
-                "agentlab_sched.msg('run.task_not_serialisable', jsonb_build_object('problem', %(problem)s::text)), "
-                "'run.task_not_serialisable')",
+                "record_not_serialisable",
                 run=str(run.run_id),
                 job=job_id,
                 problem=problem,
@@ -166,7 +158,7 @@ class RunMiddleware:
         try:
             segment = await self._call(
                 app,
-                "agentlab_sched.await_approval(%(run)s::uuid, %(job)s, %(title)s::text, %(state)s::jsonb)",
+                "await_approval",
                 run=str(run.run_id),
                 job=job_id,
                 title=ask.title,
@@ -187,7 +179,7 @@ class RunMiddleware:
         try:
             await self._call(
                 app,
-                "agentlab_sched.record_task_error(%(run)s::uuid, %(job)s, %(message)s::text, %(code)s::text)",
+                "record_task_error",
                 run=str(run.run_id),
                 job=job_id,
                 message=message,
@@ -210,7 +202,7 @@ class RunMiddleware:
         try:
             await self._call(
                 app,
-                "agentlab_sched.record_result(%(run)s::uuid, %(job)s, %(value)s::jsonb)",
+                "record_result",
                 run=str(run.run_id),
                 job=job_id,
                 value=value,
@@ -223,14 +215,11 @@ class RunMiddleware:
     ) -> str | None:
         """The task ended after an abort request: for a timeout, the error says how late; the reason."""
         if context.abort_reason() == job_context.AbortReason.SHUTDOWN:
-            await self._call(
-                app, "agentlab_sched.mark_shutdown(%(run)s::uuid, %(job)s)", run=str(run.run_id), job=job_id
-            )
+            await self._call(app, "mark_shutdown", run=str(run.run_id), job=job_id)
             return "shutdown"
         return await self._call(
             app,
-            "agentlab_sched.finish_after_abort(%(run)s::uuid, %(job)s, clock_timestamp(), "
-            "make_interval(secs => %(grace)s))",
+            "finish_after_abort",
             run=str(run.run_id),
             job=job_id,
             grace=self.abort_grace,
@@ -250,7 +239,7 @@ class RunMiddleware:
             await asyncio.sleep(max(seconds_left, 0.0) + 0.05)
             done = await self._call(
                 app,
-                "agentlab_sched.time_out_run(%(run)s::uuid, clock_timestamp(), make_interval(secs => %(grace)s))",
+                "time_out_run",
                 run=str(run.run_id),
                 grace=self.abort_grace,
             )
@@ -263,7 +252,7 @@ class RunMiddleware:
             await asyncio.sleep(self.abort_grace + 0.05)
             await self._call(
                 app,
-                "agentlab_sched.time_out_run(%(run)s::uuid, clock_timestamp(), make_interval(secs => %(grace)s))",
+                "time_out_run",
                 run=str(run.run_id),
                 grace=self.abort_grace,
             )

@@ -61,7 +61,7 @@ _HEADER = re.compile(r"^-- name: ([a-z0-9_]+)[ \t]*$", re.MULTILINE)
 
 
 def parse(text: str, source: str = "<text>") -> dict[str, str]:
-    """The statements of one file: name -> text (the comment lines after the header included)."""
+    """The statements of one file: name -> text (without the description lines after the header)."""
     parts = _HEADER.split(text)
     if parts[0].strip() and not all(line.startswith("--") for line in parts[0].strip().splitlines()):
         raise ValueError(f"{source}: SQL before the first '-- name:' header")
@@ -69,8 +69,13 @@ def parse(text: str, source: str = "<text>") -> dict[str, str]:
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
         if name in found:
             raise ValueError(f"{source}: query {name} defined twice")
-        statement = body.strip().rstrip(";").strip()
-        if not "\n".join(line for line in statement.splitlines() if not line.lstrip().startswith("--")).strip():
+        lines = body.strip().splitlines()
+        while lines and lines[0].startswith("--"):  # its description: documentation, not sent
+            lines.pop(0)
+        while lines and (lines[-1].startswith("--") or not lines[-1].strip()):  # a note on the next ones
+            lines.pop()
+        statement = "\n".join(lines).strip().rstrip(";").strip()
+        if not statement:
             raise ValueError(f"{source}: query {name} is empty")
         found[name] = statement
     return found
