@@ -173,6 +173,8 @@ async def test_a_request_whose_schedule_is_locked_holds_up_nothing(
         assert await fires(conn, locked) == []
         assert [r["status"] for r in await _requests(conn)] == ["pending"]
     finally:
+        # Rollback waits for the server to release the lock; close() alone may return before it has.
+        await holder.rollback()
         await holder.close()
     await fire_due(conn, NINE + timedelta(seconds=6), settings=EN)
     assert [(f["kind"], f["status"]) for f in await fires(conn, locked)] == [("manual", "started")]
