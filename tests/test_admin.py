@@ -131,9 +131,10 @@ async def test_a_cron_change_continues_from_the_pending_due_time(conn: psycopg.A
 
 async def test_a_time_zone_change_moves_the_next_fire(conn: psycopg.AsyncConnection) -> None:
     await admin.schedule(conn, "daily", "0 9 * * *", "demo.echo", now=T0)
-    # Pending: 09:00 UTC on 03-01. 09:00 in Shanghai that day (01:00 UTC) is before it, so the next is 03-02.
+    # Pending: 09:00 UTC on 03-01, in the future at the change (00:00 UTC). 09:00 in Shanghai that day
+    # (01:00 UTC) is the new definition's first due time after the change: no day is skipped.
     s = await admin.alter(conn, "daily", timezone="Asia/Shanghai", now=T0)
-    assert s.next_run_at == at(2, 1)
+    assert s.next_run_at == at(1, 1)
 
 
 async def test_alter_without_a_change_of_when_keeps_the_next_fire(conn: psycopg.AsyncConnection) -> None:

@@ -55,6 +55,9 @@ class TickReport:
     errors: int = 0
     #: Fire requests carried out (or marked failed).
     requests: int = 0
+    #: Schedules left due after a transient conflict (serialization failure, deadlock, a lock taken with
+    #: NOWAIT): the next tick fires them.
+    retries: int = 0
 
     def count(self, status: str) -> None:
         self.fires[status] = self.fires.get(status, 0) + 1
@@ -177,14 +180,22 @@ async def _one_batch(
     report.batches += 1
     report.claimed += len(fresh)
     for outcome in outcomes or []:
-        if "error" in outcome:
-            report.errors += 1
-            logger.error(
-                "firing schedule %s failed: %s (SQLSTATE %s)",
+        if outcome.get("retry"):
+            report.retries += 1
+            logger.info(
+                "firing schedule %s met a transient conflict (SQLSTATE %s); the next tick tries again",
                 outcome["schedule_id"],
-                outcome["error"]["message"],
-                outcome["error"]["sqlstate"],
+                outcome.get("sqlstate"),
             )
+        for error in [outcome.get("error")] + [f.get("error") for f in outcome.get("fires", [])]:
+            if error:
+                report.errors += 1
+                logger.error(
+                    "firing schedule %s failed: %s (SQLSTATE %s)",
+                    outcome["schedule_id"],
+                    error["message"],
+                    error["sqlstate"],
+                )
         for fire in outcome.get("fires", []):
             report.count(fire["status"])
     return len(rows)
@@ -256,8 +267,10 @@ async def replan(conn: psycopg.AsyncConnection[Any], ids: list[int] | None = Non
     """Compute next_run_at for schedules whose ``replan`` is set (created or changed); returns how many.
 
     Only the next due time is computed here; a due time that is already past is left for the tick to
-    fire through the usual rules.
+    fire through the usual rules. An explicit ``now`` (the Python API's) is the moment of the change;
+    without one, each row's ``replan_at`` says when it was changed.
     """
+    explicit = now is not None
     if now is None:
         now = await db_now(conn)
     async with conn.transaction():
@@ -265,6 +278,8 @@ async def replan(conn: psycopg.AsyncConnection[Any], ids: list[int] | None = Non
         updates = []
         for row in rows:
             state = planner.ScheduleState.from_row(row)
+            if explicit:
+                state = dataclasses.replace(state, replan_at=now)
             try:
                 nxt = planner.next_after_change(state, now)
             except SchedError:

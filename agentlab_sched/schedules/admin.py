@@ -319,8 +319,9 @@ async def alter(
     ``clear`` names optional fields to reset to "not set" (see :data:`CLEARABLE`). With
     ``expected_version``, the change is made only if the schedule is still at that version, else
     :class:`Conflict` (``schedule.stale_version``). The version goes up by one when something really
-    changed. A real change of cron or time zone continues from the pending due time; enabling plans
-    the first fire after ``now``.
+    changed. After a real change of cron or time zone the next fire is the pending due time when it was
+    already past at ``now`` (the moment of the change) and the new definition still has it, else the new
+    definition's first due time after ``now``; enabling plans the first fire after ``now``.
     """
     params = _arguments(locals(), clear=list(clear) or None)
     _check_cron_and_zone(cron, timezone)

@@ -45,10 +45,12 @@ class ScheduleState:
     remaining_runs: int | None = None
     dst_gap: cronlib.DstGap = "shift"
     dst_repeat: cronlib.DstRepeat = "first"
+    #: When the re-plan was asked for (the moment of the change), if the row says.
+    replan_at: datetime | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> ScheduleState:
-        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+        return cls(**{name: row[name] for name in cls.__dataclass_fields__ if name in row})
 
     def parsed(self) -> cronlib.Cron:
         """The cron expression, parsed with the schedule's DST policies."""
@@ -116,16 +118,23 @@ def first_due(cron: cronlib.Cron, state: ScheduleState, after: datetime, *, incl
 def next_after_change(state: ScheduleState, now: datetime) -> datetime | None:
     """The pending due time of a schedule created or changed (``replan`` set); may be <= now.
 
-    ``replan = 'now'`` (created, enabled, resumed): the first due time after now, so a pause is never
-    replayed. ``replan = 'pending'`` (cron or time zone changed): continue from the pending due time,
-    inclusive, so a change that still covers that instant still fires it.
+    Planned from the moment of the change (``replan_at``; ``now`` when the row does not say, or says a
+    later instant than ``now``), not from the tick that happens to plan it, so a due time in between is
+    fired (or recorded as missed) like any other. ``replan = 'now'`` (created, enabled, resumed): the first
+    due time after the change, so a pause is never replayed. ``replan = 'pending'`` (cron, time zone or
+    window changed): the pending due time itself when it was already past at the change and the new
+    definition still has it (a missed fire the change still covers); otherwise the new definition's first
+    due time after the change.
     """
     if not state.enabled or state.remaining_runs == 0:
         return None
     cron = state.parsed()
-    if state.replan == "pending" and state.next_run_at is not None:
-        return first_due(cron, state, state.next_run_at, inclusive=True)
-    return first_due(cron, state, now, inclusive=False)
+    changed = state.replan_at if state.replan_at is not None and state.replan_at <= now else now
+    pending = state.next_run_at
+    if state.replan == "pending" and pending is not None and pending <= changed:
+        if first_due(cron, state, pending, inclusive=True) == pending:
+            return pending
+    return first_due(cron, state, changed, inclusive=False)
 
 
 def plan(state: ScheduleState, now: datetime, on_time_window: timedelta) -> Plan:

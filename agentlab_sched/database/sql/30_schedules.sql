@@ -214,6 +214,11 @@ BEGIN
                 NEW.next_run_at := NULL;
                 NEW.replan := NULL;
             END IF;
+            -- A re-plan asked for by hand (UPDATE ... SET replan = 'now'): planned from this moment.
+            IF NEW.replan IS NOT NULL AND NEW.replan IS DISTINCT FROM OLD.replan
+               AND NEW.replan_at IS NOT DISTINCT FROM OLD.replan_at THEN
+                NEW.replan_at := clock_timestamp();
+            END IF;
             RETURN NEW;
         END IF;
     END IF;
@@ -306,6 +311,10 @@ BEGIN
             NEW.replan := NULL;
             NEW.paused_at := coalesce(NEW.paused_at, now());
         END IF;
+        -- The first fire is planned after the moment it was created, not after the tick that plans it.
+        IF NEW.replan IS NOT NULL THEN
+            NEW.replan_at := coalesce(NEW.replan_at, clock_timestamp());
+        END IF;
         RETURN NEW;
     END IF;
 
@@ -322,8 +331,9 @@ BEGIN
             END IF;
         END IF;
     ELSIF NOT OLD.enabled THEN
-        -- Enabled again (resume): the first due time after now; the paused time is never replayed.
+        -- Enabled again (resume): the first due time after this moment; the paused time is never replayed.
         NEW.replan := 'now';
+        NEW.replan_at := clock_timestamp();
         NEW.next_run_at := NULL;
         NEW.paused_reason := NULL;
         NEW.paused_at := NULL;
@@ -332,9 +342,12 @@ BEGIN
           OR NEW.dst_gap IS DISTINCT FROM OLD.dst_gap OR NEW.dst_repeat IS DISTINCT FROM OLD.dst_repeat
           OR NEW.starts_at IS DISTINCT FROM OLD.starts_at OR NEW.ends_at IS DISTINCT FROM OLD.ends_at
           OR (OLD.remaining_runs = 0 AND NEW.remaining_runs IS DISTINCT FROM 0) THEN
-        -- Continue from the pending due time: the first due time of the new definition at or after it.
-        -- With nothing pending (never planned, ended, out of runs): the first due time after now.
+        -- The pending due time when it was already past at this moment and the new definition still has
+        -- it (a missed fire the change still covers); otherwise the new definition's first due time after
+        -- this moment (planner.next_after_change). With nothing pending (never planned, ended, out of
+        -- runs): the first due time after this moment.
         NEW.replan := CASE WHEN NEW.next_run_at IS NULL OR OLD.replan = 'now' THEN 'now' ELSE 'pending' END;
+        NEW.replan_at := clock_timestamp();
     END IF;
     RETURN NEW;
 END

@@ -340,8 +340,14 @@ BEGIN
         IF isolate THEN
             BEGIN
                 one := agentlab_sched.apply_plan(p, now);
-            EXCEPTION WHEN OTHERS THEN
-                one := agentlab_sched.apply_failed_plan(p, now, SQLSTATE, SQLERRM);
+            EXCEPTION
+                WHEN serialization_failure OR deadlock_detected OR lock_not_available THEN
+                    -- Transient: nothing of this plan is written and the schedule stays due, so the next
+                    -- tick tries it again; never a failed fire.
+                    one := jsonb_build_object('schedule_id', p -> 'schedule_id', 'retry', true,
+                                              'fires', '[]'::jsonb, 'sqlstate', SQLSTATE);
+                WHEN OTHERS THEN
+                    one := agentlab_sched.apply_failed_plan(p, now, SQLSTATE, SQLERRM);
             END;
         ELSE
             one := agentlab_sched.apply_plan(p, now);
@@ -494,6 +500,9 @@ DECLARE
     sid bigint := (p ->> 'schedule_id')::bigint;
     nxt timestamptz := (p ->> 'next_run_at')::timestamptz;
     advanced integer;
+    one jsonb;
+    err_state text;
+    err_text text;
 BEGIN
     -- The conditional advance: only the tick that claimed this pending due time moves it on.
     UPDATE agentlab_sched.schedules
@@ -506,7 +515,24 @@ BEGIN
     END IF;
     FOR f IN SELECT value FROM jsonb_array_elements(p -> 'fires') LOOP
         IF f ->> 'action' = 'launch' THEN
-            results := results || agentlab_sched.launch(s, (f ->> 'fire_at')::timestamptz, f ->> 'kind');
+            -- Each launch in a subtransaction of its own: one that fails is recorded against its own fire
+            -- (failed_to_start, launch.error) and the plan's other rows stay. A transient error (a
+            -- serialization failure, a deadlock, a lock taken with NOWAIT) is not a failed fire: it aborts
+            -- the plan, which is tried again.
+            BEGIN
+                one := agentlab_sched.launch(s, (f ->> 'fire_at')::timestamptz, f ->> 'kind');
+            EXCEPTION
+                WHEN serialization_failure OR deadlock_detected OR lock_not_available THEN
+                    RAISE;
+                WHEN OTHERS THEN
+                    GET STACKED DIAGNOSTICS err_state = RETURNED_SQLSTATE, err_text = MESSAGE_TEXT;
+                    one := jsonb_build_object(
+                        'status', 'failed_to_start',
+                        'fire_id', agentlab_sched.record_fire(sid, (f ->> 'fire_at')::timestamptz, f ->> 'kind',
+                                                              'failed_to_start', 'launch.error', '{}'::jsonb, NULL),
+                        'error', jsonb_build_object('sqlstate', err_state, 'message', err_text));
+            END;
+            results := results || one;
             SELECT * INTO s FROM agentlab_sched.schedules WHERE id = sid;  -- remaining_runs may have moved
         ELSE
             results := results || jsonb_build_object(

@@ -86,8 +86,10 @@ LEFT JOIN agentlab_sched.runs r ON r.id = f.run_id
 ORDER BY f.created_at DESC, f.id DESC;
 
 -- Enabled schedules that nothing is firing: next_run_at older than the on-time window (problem =
--- 'late'), or a next fire still unplanned that long after it was asked for (problem = 'unplanned':
--- created or resumed in SQL while no worker runs).
+-- 'late'), a next fire still unplanned that long after it was asked for (problem = 'unplanned': created
+-- or resumed in SQL while no worker runs), or nothing pending and nothing to plan although the schedule is
+-- not finished (problem = 'stopped': neither past ends_at nor out of remaining_runs; a cron that no longer
+-- parses, or no due time the planner could find). late_by: since when, as far as the row tells.
 CREATE OR REPLACE VIEW agentlab_sched.overdue AS
 SELECT
     s.id,
@@ -95,11 +97,19 @@ SELECT
     s.cron,
     s.timezone,
     s.next_run_at,
-    CASE WHEN s.next_run_at IS NOT NULL THEN now() - s.next_run_at ELSE now() - s.updated_at END AS late_by,
-    CASE WHEN s.next_run_at IS NOT NULL THEN 'late' ELSE 'unplanned' END AS problem,
+    CASE WHEN s.next_run_at IS NOT NULL THEN now() - s.next_run_at
+         WHEN s.replan IS NOT NULL THEN now() - s.updated_at
+         ELSE now() - greatest(s.updated_at, (SELECT max(f.created_at) FROM agentlab_sched.fires f
+                                              WHERE f.schedule_id = s.id))
+    END AS late_by,
+    CASE WHEN s.next_run_at IS NOT NULL THEN 'late' WHEN s.replan IS NOT NULL THEN 'unplanned' ELSE 'stopped' END
+        AS problem,
     w.on_time_window
 FROM agentlab_sched.schedules s
 CROSS JOIN (SELECT agentlab_sched.on_time_window() AS on_time_window) w
 WHERE s.enabled
   AND (s.next_run_at < now() - w.on_time_window
-       OR (s.next_run_at IS NULL AND s.replan IS NOT NULL AND s.updated_at < now() - w.on_time_window));
+       OR (s.next_run_at IS NULL AND s.replan IS NOT NULL AND s.updated_at < now() - w.on_time_window)
+       OR (s.next_run_at IS NULL AND s.replan IS NULL
+           AND (s.ends_at IS NULL OR s.ends_at > now())
+           AND (s.remaining_runs IS NULL OR s.remaining_runs > 0)));
