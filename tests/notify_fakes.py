@@ -100,6 +100,8 @@ class Seen:
     query: dict[str, str]
     headers: dict[str, str]
     raw: bytes
+    #: the address the request was sent to
+    address: str = ""
 
     @property
     def json(self) -> Any:
@@ -137,8 +139,12 @@ class FakePlatforms:
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         raw = request.read()
+        # The sender connects to the address it checked; the name travels in the Host header.
         seen = Seen(
-            host=request.url.host,
+            host=request.headers["host"].rsplit(":", 1)[0]
+            if ":" in request.headers["host"]
+            else request.headers["host"],
+            address=request.url.host,
             path=request.url.path,
             query={k: v for k, v in request.url.params.items()},
             headers=dict(request.headers),
@@ -225,8 +231,8 @@ class LocalReceiver:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 parts = urlsplit(self.path)
                 receiver.requests.append(
-                    Seen("127.0.0.1", parts.path, {k: v[0] for k, v in parse_qs(parts.query).items()},
-                         {k.lower(): v for k, v in self.headers.items()}, raw)
+                    Seen(self.headers.get("Host", ""), parts.path, {k: v[0] for k, v in parse_qs(parts.query).items()},
+                         {k.lower(): v for k, v in self.headers.items()}, raw, self.client_address[0])
                 )  # fmt: skip
                 receiver.arrived.set()
                 if receiver.hang:

@@ -181,10 +181,10 @@ async def test_a_platform_host_saved_with_the_wrong_format_is_judged_by_its_host
     refusal arrives with HTTP 200, and is still a failure."""
     now = await db_now(conn)
     fake = FakePlatforms(now=now)  # no bot registered: the token is invalid
-    await add_schedule(conn)
+    sid = await add_schedule(conn)
     await conn.execute(
         "UPDATE agentlab_sched.schedules SET webhook_format = 'generic', webhook_url_enc = %s",
-        (SecretBox([KEY]).encrypt(FEISHU_URL),),
+        (SecretBox([KEY]).seal(FEISHU_URL, schedule_id=sid, field="webhook_url"),),
     )
     await finished_runs(conn, "daily-report")
     assert (await deliver_due(conn, settings(), sender=fake.sender(), now=now))["failed"] == 1

@@ -114,7 +114,8 @@ def test_surrounding_blanks_from_a_paste_are_trimmed() -> None:
 
 def test_international_domain_names_are_converted_to_idna() -> None:
     checked = validate_url("https://例子.测试/hook")
-    assert checked.host == "xn--fsqu00a.xn--0zwm56d" and checked.url == "https://例子.测试/hook"
+    assert checked.host == "xn--fsqu00a.xn--0zwm56d" and checked.url == "https://xn--fsqu00a.xn--0zwm56d/hook"
+    assert checked.display_host == "xn--fsqu00a.xn--0zwm56d (例子.测试)"
 
 
 @pytest.mark.parametrize(

@@ -39,7 +39,7 @@ MAKE_KEY = 'python -c "from cryptography.fernet import Fernet; print(Fernet.gene
 
 async def columns(conn: psycopg.AsyncConnection, name: str = "daily-report") -> dict:
     cur = await conn.execute(
-        """SELECT webhook_format, webhook_url_enc, webhook_secret_enc, webhook_url_hint, webhook_events, version
+        """SELECT id, webhook_format, webhook_url_enc, webhook_secret_enc, webhook_url_hint, webhook_events, version
              FROM agentlab_sched.schedules WHERE name = %s""",
         (name,),
     )
@@ -65,8 +65,8 @@ async def test_url_and_secret_are_stored_encrypted_and_shown_masked(conn: psycop
     assert row["webhook_url_enc"].startswith("gAAAAA") and row["webhook_secret_enc"].startswith("gAAAAA")
     assert FEISHU_URL not in json.dumps(row, default=str) and FEISHU_SECRET not in json.dumps(row, default=str)
     box = SecretBox([KEY])
-    assert box.decrypt(row["webhook_url_enc"]) == FEISHU_URL
-    assert box.decrypt(row["webhook_secret_enc"]) == FEISHU_SECRET
+    assert box.open(row["webhook_url_enc"], schedule_id=row["id"], field="webhook_url") == FEISHU_URL
+    assert box.open(row["webhook_secret_enc"], schedule_id=row["id"], field="webhook_secret") == FEISHU_SECRET
     assert (await get_webhook(conn, "daily-report")).url_hint == "https://open.feishu.cn/…oken"
     # the audit trail and the status view never show them either
     cur = await conn.execute("SELECT old_values, new_values FROM agentlab_sched.schedule_changes")
@@ -165,7 +165,7 @@ async def test_encrypted_columns_are_unreadable_without_the_key_and_readable_aft
     await set_webhook(conn, "weekly-report", url=WECOM_URL, settings=settings())
     old_cipher = (await columns(conn))["webhook_url_enc"]
     new_key = Fernet.generate_key().decode()
-    assert SecretBox([new_key]).decrypt(old_cipher) is None  # unreadable without the key it was saved with
+    assert SecretBox([new_key]).rotate(old_cipher) is None  # unreadable without the key it was saved with
     with pytest.raises(SchedError) as caught:  # and test-send says so
         await notify_webhooks.test_send(conn, "daily-report", settings(secret_keys=(new_key,)))
     assert caught.value.code == "notify.undecryptable"
@@ -173,9 +173,12 @@ async def test_encrypted_columns_are_unreadable_without_the_key_and_readable_aft
     assert await rotate_secrets(conn, settings(secret_keys=(new_key, KEY))) == 2
     row = await columns(conn)
     assert row["webhook_url_enc"] != old_cipher
-    assert SecretBox([new_key]).decrypt(row["webhook_url_enc"]) == FEISHU_URL
-    assert SecretBox([new_key]).decrypt(row["webhook_secret_enc"]) == FEISHU_SECRET
-    assert SecretBox([KEY]).decrypt(row["webhook_url_enc"]) is None  # the old key can be retired
+    sid = row["id"]
+    assert SecretBox([new_key]).open(row["webhook_url_enc"], schedule_id=sid, field="webhook_url") == FEISHU_URL
+    assert (
+        SecretBox([new_key]).open(row["webhook_secret_enc"], schedule_id=sid, field="webhook_secret") == FEISHU_SECRET
+    )
+    assert SecretBox([KEY]).rotate(row["webhook_url_enc"]) is None  # the old key can be retired
 
 
 async def test_rotation_is_all_or_nothing(conn: psycopg.AsyncConnection) -> None:

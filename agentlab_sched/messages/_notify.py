@@ -118,6 +118,31 @@ MESSAGES.update(
             "请把当初保存时用的密钥"
             "加回(放在新密钥之后),或重新设置这些 Webhook",
         ),
+        "notify.bound_elsewhere": (
+            "the {field} stored for schedule {schedule} was not saved for it (copied from another schedule, "
+            "or saved before webhooks were bound to their schedule), so it is not used; set the webhook again "
+            "with agentlab-sched schedules edit {schedule} --webhook-url URL",
+            "定时任务 {schedule} 保存的{field}不是为它设置的(从别的定时任务复制而来,"
+            "或保存于 Webhook 与定时任务绑定之前),"
+            "因此不会使用;请用 agentlab-sched schedules edit {schedule} --webhook-url 地址 重新设置",
+        ),
+        "notify.keys_differ": (
+            "the {field} stored for schedule {schedule} cannot be opened with the keys in "
+            "AGENTLAB_SCHED_SECRET_KEY, so the webhook would be left under two different keys: add back the key "
+            "it was saved with, or give the webhook URL and secret together",
+            "定时任务 {schedule} 保存的{field}无法用 AGENTLAB_SCHED_SECRET_KEY 中的密钥解开,继续保存会让同一个 "
+            "Webhook 用两把不同的密钥加密:请加回保存时用的密钥,或同时重新设置 Webhook 地址和密钥",
+        ),
+        "notify.waiting_for_key": (
+            "this worker cannot decrypt the webhook of schedule {schedule} (it was saved with a key this worker "
+            "does not have in AGENTLAB_SCHED_SECRET_KEY): left for a worker that has the key",
+            "这个 worker 无法解密定时任务 {schedule} 的 Webhook(保存时用的密钥不在它的 AGENTLAB_SCHED_SECRET_KEY "
+            "中):留给持有该密钥的 worker 发送",
+        ),
+        "notify.rotate.changed": (
+            "nothing was re-encrypted: the webhook of schedule {schedule} changed meanwhile; run it again",
+            "未做任何改动:定时任务 {schedule} 的 Webhook 在此期间被修改;请再运行一次",
+        ),
         "notify.rotate.done": (
             "schedules whose webhook was re-encrypted with the newest key: {count}",
             "已用最新的密钥重新加密 Webhook 的定时任务:{count} 个",

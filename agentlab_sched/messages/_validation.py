@@ -47,6 +47,7 @@ MESSAGES.update(
         "schedule.field.webhook_events": ("webhook_events", "通知事件"),
         "schedule.field.webhook_url": ("webhook_url", "通知地址"),
         "schedule.field.webhook_secret": ("webhook_secret", "通知密钥"),
+        "schedule.field.webhook_url_hint": ("webhook_url_hint", "通知地址提示"),
         "schedule.field.count": ("count", "数量"),
         "schedule.field.from": ("from", "起始时间"),
         "schedule.field.to": ("to", "截止时间"),

@@ -19,23 +19,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from urllib.parse import urlsplit
 
 import psycopg
 
 from agentlab_sched import database as db
 from agentlab_sched.database import queries
-from agentlab_sched.errors import SchedError
+from agentlab_sched.errors import SchedError, ValidationError
 from agentlab_sched.messages import duration, render, term
 from agentlab_sched.notify.content import EventInfo, event_message
 from agentlab_sched.notify.platforms import RATE_LIMITS, Verdict, describe, prepare
-from agentlab_sched.notify.secrets import SecretBox
-from agentlab_sched.notify.sender import Sender
-from agentlab_sched.notify.urls import platform_of
+from agentlab_sched.notify.secrets import SecretBox, Unreadable
+from agentlab_sched.notify.sender import Sender, hide_urls
+from agentlab_sched.notify.urls import normalise
 from agentlab_sched.settings import Settings
 
 log = logging.getLogger("agentlab_sched.notify")
@@ -49,6 +47,8 @@ BACKOFF_BASE = 10.0
 BACKOFF_CAP = 1800.0
 #: How long a claimed row is hidden from other workers beyond the send timeout.
 LEASE_MARGIN = 20.0
+#: How long a row this worker cannot decrypt is left for a worker that has the key.
+KEY_WAIT = timedelta(minutes=5)
 
 
 def backoff(attempt: int) -> float:
@@ -57,8 +57,20 @@ def backoff(attempt: int) -> float:
 
 
 def bot_key(platform: str, url: str) -> str:
-    """Names a bot without revealing its URL: the platform and a hash of the URL."""
-    return f"{platform}:{hashlib.sha256(url.encode('utf-8')).hexdigest()[:24]}"
+    """Names a bot without revealing its URL (`NormalUrl.bot`): every spelling of one bot is one key."""
+    return normalise(url).bot
+
+
+def log_safe(text: str | None, limit: int = 500) -> str:
+    """Text from elsewhere (a receiver's reply, an error) fit for one log line: control characters and
+    line breaks escaped, URLs masked, at most ``limit`` characters."""
+    if not text:
+        return ""
+    escaped = "".join(
+        c if c.isprintable() and c not in "\u2028\u2029" else c.encode("unicode_escape").decode("ascii") for c in text
+    )
+    escaped = hide_urls(escaped)
+    return escaped if len(escaped) <= limit else escaped[:limit] + "…"
 
 
 @dataclass
@@ -114,6 +126,7 @@ class Outbox:
         self.sender = sender
         self.box = box or SecretBox.from_settings(settings)
         self.lease = timedelta(seconds=sender.timeout + LEASE_MARGIN)
+        self._warned: set[int] = set()
 
     async def _now(self, now: datetime | None) -> datetime:
         if now is not None:
@@ -142,17 +155,38 @@ class Outbox:
                     detail = render("notify.dropped.unsubscribed", loc, event=term(f"notify.event.{row['event']}"))
                     await self._close_row(row["id"], "dropped", at, detail)
                     continue
-                url = self.box.decrypt(row["webhook_url_enc"])
-                secret = self.box.decrypt(row["webhook_secret_enc"]) if row["webhook_secret_enc"] else None
-                if url is None or (row["webhook_secret_enc"] and secret is None):
-                    detail = render("notify.undecryptable", loc, schedule=row["schedule"])
-                    await self._close_row(row["id"], "failed", at, detail)
+                field = "webhook_url"
+                try:
+                    url = self.box.open(row["webhook_url_enc"], schedule_id=row["schedule_id"], field=field)
+                    secret = None
+                    if row["webhook_secret_enc"]:
+                        field = "webhook_secret"
+                        secret = self.box.open(row["webhook_secret_enc"], schedule_id=row["schedule_id"], field=field)
+                    normal = normalise(url)
+                except Unreadable as exc:
+                    if exc.bound_elsewhere:  # copied from another schedule: no key will ever make it usable
+                        where = term(f"notify.field.{field}")
+                        detail = render("notify.bound_elsewhere", loc, schedule=row["schedule"], field=where)
+                        await self._close_row(row["id"], "failed", at, detail)
+                        continue
+                    # Saved with a key this worker lacks: leave it for a worker that has it (doctor says so).
+                    detail = render("notify.waiting_for_key", loc, schedule=row["schedule"])
+                    await queries.execute(
+                        self.conn, "outbox_wait_for_key", {"at": at + KEY_WAIT, "detail": detail, "id": row["id"]}
+                    )
+                    if row["id"] not in self._warned:
+                        self._warned.add(row["id"])
+                        log.warning("notification %s: %s", row["id"], log_safe(detail))
                     continue
-                platform = platform_of(urlsplit(url).hostname or "")
+                except ValidationError as exc:
+                    await self._close_row(row["id"], "failed", at, exc.message(loc))
+                    continue
+                platform = normal.platform
+                url = normal.url
                 # Bodies and verdicts follow the host: a platform host gets its platform's body whatever
                 # the stored format says.
                 fmt = platform if platform != "generic" else (row["webhook_format"] or "generic")
-                wait_until = await self._take_slot(bot_key(platform, url), platform, at)
+                wait_until = await self._take_slot(normal.bot, platform, at)
                 if wait_until is not None:
                     await queries.execute(self.conn, "outbox_next_attempt", {"at": wait_until, "id": row["id"]})
                     continue
@@ -228,7 +262,7 @@ class Outbox:
             },
         )
         if outcome != "sent":
-            log.warning("notification %s of schedule %s: %s", claim.id, claim.info.schedule, detail)
+            log.warning("notification %s of schedule %s: %s", claim.id, log_safe(claim.info.schedule), log_safe(detail))
         return outcome
 
     async def release(self, claim: Claim) -> None:

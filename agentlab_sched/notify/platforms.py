@@ -12,6 +12,7 @@ import base64
 import hashlib
 import hmac
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -147,8 +148,30 @@ def _fit(build: Callable[[str], bytes], text: str, limit: int, note: str) -> tup
     return text[:low].rstrip() + note, True
 
 
-def _text(message: Message, sep: str = "\n") -> str:
-    return sep.join(message.lines)
+#: Characters that open markup in the chat platforms' Markdown (tags and mentions such as
+#: ``<at id=all></at>`` or ``<@user>``, entities, links and images, emphasis, code, ``@all``), replaced
+#: by their full-width look-alikes, which no platform reads as markup.
+_MARKUP = str.maketrans(
+    {"<": "＜", ">": "＞", "&": "＆", "[": "［", "]": "］", "*": "＊", "`": "｀", "~": "～", "@": "＠", "|": "｜",
+     "\\": "＼"}
+)  # fmt: skip
+#: Block markup at the start of a line (headings, quotes, lists, rules).
+_LINE_START = re.compile(r"(^|\n)([ \t]*)([#>+=-])")
+_FULL_WIDTH = {"#": "＃", ">": "＞", "+": "＋", "=": "＝", "-": "－"}
+
+
+def plain_markdown(text: str) -> str:
+    """``text`` (a line of a notification: a schedule's name, a task's error, an approval title inside
+    our words) made inert for the chat platforms' Markdown: it shows as written, but mentions nobody,
+    links and shows nothing, and formats nothing. URLs lose their ``://`` so that no client links them."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _LINE_START.sub(lambda m: m.group(1) + m.group(2) + _FULL_WIDTH[m.group(3)], text.translate(_MARKUP))
+    return text.replace("://", "：//")
+
+
+def _text(message: Message, sep: str = "\n", *, markdown: bool = False) -> str:
+    lines = [plain_markdown(line) for line in message.lines] if markdown else message.lines
+    return sep.join(lines)
 
 
 def prepare(fmt: str, url: str, secret: str | None, message: Message, now: datetime) -> Prepared:
@@ -187,27 +210,29 @@ def prepare(fmt: str, url: str, secret: str | None, message: Message, now: datet
         def build_feishu(text: str) -> bytes:
             card = {
                 "header": {
-                    "title": {"tag": "plain_text", "content": message.title},
+                    "title": {"tag": "plain_text", "content": plain_markdown(message.title)},
                     "template": message.color,
                 },
                 "elements": [{"tag": "div", "text": {"tag": "lark_md", "content": text}}],
             }
             return dumps({**signing, "msg_type": "interactive", "card": card})
 
-        content = _text(message) + (f"\n{link_line}" if link_line else "")
+        content = _text(message, markdown=True) + (f"\n{link_line}" if link_line else "")
         text, cut = _fit(build_feishu, content, limit, note)
         return Prepared(url, headers, build_feishu(text), cut)
 
     if fmt == "wecom":
-        content = f"**{message.title}**\n" + _text(message) + (f"\n{link_line}" if link_line else "")
+        title = plain_markdown(message.title)
+        content = f"**{title}**\n" + _text(message, markdown=True) + (f"\n{link_line}" if link_line else "")
         text, cut = _fit(lambda t: t.encode("utf-8"), content, limit, note)
         return Prepared(url, headers, dumps({"msgtype": "markdown", "markdown": {"content": text}}), cut)
 
     if fmt == "dingtalk":
-        content = f"### {message.title}\n\n" + _text(message, "\n\n") + (f"\n\n{link_line}" if link_line else "")
+        title = plain_markdown(message.title)
+        content = f"### {title}\n\n" + _text(message, "\n\n", markdown=True) + (f"\n\n{link_line}" if link_line else "")
 
         def build_dingtalk(text: str) -> bytes:
-            return dumps({"msgtype": "markdown", "markdown": {"title": message.title, "text": text}})
+            return dumps({"msgtype": "markdown", "markdown": {"title": title, "text": text}})
 
         text, cut = _fit(build_dingtalk, content, limit, note)
         target = url

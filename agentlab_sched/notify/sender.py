@@ -1,29 +1,64 @@
-"""One HTTP attempt: destination re-checked after DNS, httpx with a timeout, redirects never followed."""
+"""One HTTP attempt: the host resolved once and checked, the request sent to that very address (Host
+header and TLS server name kept as the name), a timeout, redirects never followed, nothing secret logged.
+"""
 
 from __future__ import annotations
+
+import ipaddress
+import logging
+import re
 
 import httpx
 
 from agentlab_sched.errors import ValidationError
 from agentlab_sched.notify.platforms import Prepared, Verdict, judge
 from agentlab_sched.notify.secrets import mask_url
-from agentlab_sched.notify.urls import Resolver, check_destination, system_resolver
+from agentlab_sched.notify.urls import Resolver, resolve_destination, system_resolver
 
 #: Seconds for one attempt (connect, write, read): a hanging receiver costs at most this.
 DEFAULT_TIMEOUT = 10.0
 #: Bytes of an answer kept for judging and recording.
 MAX_ANSWER = 65_536
 
+_URL = re.compile(r"https?://[^\s'\"<>]+", re.IGNORECASE)
 
-def _hide(text: str, url: str) -> str:
-    """An error text with the URL (a credential) masked."""
-    return text.replace(url, mask_url(url)) if url else text
+
+def hide_urls(text: str) -> str:
+    """``text`` with every URL in it masked to its scheme and host (a webhook URL is a credential)."""
+    return _URL.sub(lambda m: mask_url(m.group(0)), text)
+
+
+class _NoUrls(logging.Filter):
+    """Masks URLs in the records of the HTTP libraries (httpx logs ``POST <full URL>`` at INFO)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.args:
+            args = record.args if isinstance(record.args, tuple) else (record.args,)
+            record.args = tuple(hide_urls(str(a)) if isinstance(a, httpx.URL | str) else a for a in args)
+        if isinstance(record.msg, str) and "://" in record.msg:
+            record.msg = hide_urls(record.msg)
+        return True
+
+
+_FILTER = _NoUrls()
+for _name in ("httpx", "httpcore", "httpcore.connection", "httpcore.http11", "httpcore.http2", "httpcore.proxy"):
+    _logger = logging.getLogger(_name)
+    if not any(isinstance(f, _NoUrls) for f in _logger.filters):
+        _logger.addFilter(_FILTER)
+
+
+def _host_header(url: httpx.URL, scheme: str) -> str:
+    host = url.raw_host.decode("ascii")
+    netloc = f"[{host}]" if ":" in host else host
+    default = 443 if scheme == "https" else 80
+    return netloc if url.port in (None, default) else f"{netloc}:{url.port}"
 
 
 class Sender:
     """Sends prepared requests; reusable, close it with `aclose` (or use ``async with``).
 
-    ``transport`` and ``resolver`` are for tests (fake platforms, fake DNS).
+    ``transport`` and ``resolver`` are for tests (fake platforms, fake DNS). Proxies from the environment
+    are not used: a proxy would resolve the name again itself.
     """
 
     def __init__(
@@ -38,7 +73,10 @@ class Sender:
             timeout=httpx.Timeout(timeout),
             follow_redirects=False,
             transport=transport,
-            trust_env=transport is None,
+            trust_env=False,
+            # No connection is reused: one opened (and verified) for one name never carries a request
+            # for another name that resolved to the same address.
+            limits=httpx.Limits(max_keepalive_connections=0),
         )
         self._resolver = resolver or system_resolver
 
@@ -57,25 +95,33 @@ class Sender:
 
         Never raises for the receiver's or the network's faults: they become a `Verdict`.
         """
+        host = ""
         try:
             url = httpx.URL(request.url)
             host = url.raw_host.decode("ascii")
-            port = url.port or (443 if url.scheme == "https" else 80)
-            await check_destination(host, port, allow_private=allow_private, resolver=self._resolver)
+            scheme = url.scheme
+            port = url.port or (443 if scheme == "https" else 80)
+            addresses = await resolve_destination(host, port, allow_private=allow_private, resolver=self._resolver)
         except ValidationError as exc:
             return Verdict("failed", problem=exc.code, problem_params=exc.params)
         except (httpx.InvalidURL, UnicodeError) as exc:
-            return Verdict(
-                "failed", problem="notify.problem.bad_url", problem_params={"detail": _hide(str(exc), request.url)}
-            )
+            return Verdict("failed", problem="notify.problem.bad_url", problem_params={"detail": hide_urls(str(exc))})
         except OSError as exc:
             return Verdict(
                 "retry",
                 problem="notify.problem.dns",
-                problem_params={"host": host, "detail": _hide(str(exc), request.url) or type(exc).__name__},
+                problem_params={"host": host, "detail": hide_urls(str(exc)) or type(exc).__name__},
             )
+        address = addresses[0]
+        headers = {**request.headers, "Host": _host_header(url, scheme)}
+        extensions = {}
+        if scheme == "https" and not _is_ip(host):
+            extensions["sni_hostname"] = host  # TLS: the name, not the address, is checked
+        target = url.copy_with(host=str(address))
         try:
-            async with self._client.stream("POST", url, content=request.body, headers=request.headers) as answer:
+            async with self._client.stream(
+                "POST", target, content=request.body, headers=headers, extensions=extensions
+            ) as answer:
                 body = b""
                 async for chunk in answer.aiter_bytes():
                     body += chunk
@@ -91,10 +137,16 @@ class Sender:
             return Verdict(
                 "retry",
                 problem="notify.problem.network",
-                problem_params={"host": host, "detail": _hide(str(exc), request.url) or type(exc).__name__},
+                problem_params={"host": host, "detail": hide_urls(str(exc)) or type(exc).__name__},
             )
         except (httpx.HTTPError, httpx.InvalidURL) as exc:  # the URL itself is unusable
-            return Verdict(
-                "failed", problem="notify.problem.bad_url", problem_params={"detail": _hide(str(exc), request.url)}
-            )
+            return Verdict("failed", problem="notify.problem.bad_url", problem_params={"detail": hide_urls(str(exc))})
         return judge(platform, answer.status_code, answer.headers, body[:MAX_ANSWER])
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True

@@ -12,14 +12,15 @@ from datetime import UTC, datetime
 
 import psycopg
 
+from agentlab_sched import errors
 from agentlab_sched.database import queries
 from agentlab_sched.errors import NotFound, SchedError, ValidationError
 from agentlab_sched.messages import render, term
 from agentlab_sched.notify.content import test_message as _test_message
 from agentlab_sched.notify.platforms import describe, prepare
-from agentlab_sched.notify.secrets import SecretBox, mask_secret, mask_url
+from agentlab_sched.notify.secrets import SecretBox, Unreadable, mask_secret, mask_url
 from agentlab_sched.notify.sender import Sender
-from agentlab_sched.notify.urls import check_text, validate_url
+from agentlab_sched.notify.urls import check_text, normalise, validate_url
 from agentlab_sched.settings import Settings
 
 EVENTS = ("finished", "failed", "awaiting_approval")
@@ -76,8 +77,19 @@ def _events(events: Iterable[str] | str) -> list[str]:
     return chosen
 
 
-async def _schedule_row(conn: psycopg.AsyncConnection, name: str, *, lock: bool) -> dict:
-    row = await queries.one(conn, "lock_schedule_webhook" if lock else "schedule_webhook", {"name": name})
+def _open(
+    box: SecretBox, token: str, schedule_id: int, field: str, name: str, *, refusal: str = "notify.undecryptable"
+) -> str:
+    """The value of a stored ciphertext of schedule ``name``; a `SchedError` saying why it cannot be used."""
+    try:
+        return box.open(token, schedule_id=schedule_id, field=field)
+    except Unreadable as exc:
+        code = "notify.bound_elsewhere" if exc.bound_elsewhere else refusal
+        raise SchedError(code, field, schedule=name, field=term(f"notify.field.{field}")) from None
+
+
+async def _schedule_row(conn: psycopg.AsyncConnection, name: str) -> dict:
+    row = await queries.one(conn, "schedule_webhook", {"name": name})
     if row is None:
         raise NotFound("schedule.not_found", "name", name=name)
     return row
@@ -110,56 +122,65 @@ async def set_webhook(
     """
     chosen_events = _events(events) if events is not None else None
     async with conn.transaction():
-        row = await _schedule_row(conn, name, lock=True)
+        row = await _schedule_row(conn, name)
+        sid = row["id"]
         fmt, url_enc, secret_enc, hint = (
             row["webhook_format"],
             row["webhook_url_enc"],
             row["webhook_secret_enc"],
             row["webhook_url_hint"],
         )
-        validated = False
+        validated = url_changed = False
         box: SecretBox | None = None
         if url is None or url == "":
             fmt = url_enc = secret_enc = hint = None
         elif url is not KEEP or (format is not None and format != fmt):
             box = SecretBox.from_settings(settings)
-            current = box.decrypt(url_enc) if url_enc else None
             if url is KEEP:
                 if url_enc is None:
                     raise ValidationError("notify.url.required", "webhook_url")
-                if current is None:
-                    raise SchedError("notify.undecryptable", "webhook_url", schedule=name)
+                current: str | None = _open(box, url_enc, sid, "webhook_url", name)
                 new_url = current
             else:
+                current = box.try_open(url_enc, schedule_id=sid, field="webhook_url")
                 new_url = str(url).strip()
-            url_changed = new_url != current
+            assert new_url is not None
+            url_changed = current is None or normalise(new_url).url != current
             wanted = format if format is not None else (None if url_changed else fmt)
             if url_changed or wanted != fmt:
                 checked = validate_url(new_url, wanted, allow_private=settings.webhook_allow_private)
                 fmt, validated = checked.format, True
                 if url_changed:
-                    url_enc, hint = box.encrypt(checked.url), mask_url(checked.url)
+                    url_enc, hint = box.seal(checked.url, schedule_id=sid, field="webhook_url"), mask_url(checked.url)
         if secret:
             if url_enc is None:
                 raise ValidationError("notify.url.required", "webhook_url")
             check_text(secret, "webhook_secret")
-            secret_enc = (box or SecretBox.from_settings(settings)).encrypt(secret)
+            box = box or SecretBox.from_settings(settings)
+            if not url_changed:  # the stored URL stays: it must open with the key the secret is saved with
+                _open(box, url_enc, sid, "webhook_url", name, refusal="notify.keys_differ")
+            secret_enc = box.seal(secret, schedule_id=sid, field="webhook_secret")
         elif secret == "":
             secret_enc = None
+        elif url_changed and secret_enc is not None:  # the stored secret stays: it must open with this key
+            assert box is not None
+            _open(box, secret_enc, sid, "webhook_secret", name, refusal="notify.keys_differ")
         if secret_enc is not None and fmt not in SIGNED_FORMATS and (validated or secret):
             raise ValidationError("notify.secret.not_signed", "webhook_secret", platform=term(f"notify.platform.{fmt}"))
         new_events = chosen_events if chosen_events is not None else list(row["webhook_events"])
-        await queries.execute(
-            conn,
-            "set_webhook",
-            {
-                "format": fmt,
-                "url_enc": url_enc,
-                "secret_enc": secret_enc,
-                "hint": hint,
-                "events": new_events,
-                "id": row["id"],
-            },
+        async with errors.translated():
+            await queries.execute(
+                conn,
+                "set_webhook",
+                {
+                    "name": name,
+                    "version": row["version"],
+                    "format": fmt,
+                    "url_enc": url_enc,
+                    "secret_enc": secret_enc,
+                    "hint": hint,
+                    "events": new_events,
+                },
         )
     return WebhookInfo(
         schedule=name,
@@ -173,7 +194,7 @@ async def set_webhook(
 
 async def get_webhook(conn: psycopg.AsyncConnection, name: str) -> WebhookInfo:
     """The webhook of schedule ``name``, masked (no key needed)."""
-    row = await _schedule_row(conn, name, lock=False)
+    row = await _schedule_row(conn, name)
     return WebhookInfo(
         schedule=name,
         format=row["webhook_format"],
@@ -191,17 +212,27 @@ async def rotate_secrets(conn: psycopg.AsyncConnection, settings: Settings) -> i
     """
     box = SecretBox.from_settings(settings)
     async with conn.transaction():
-        rows = await queries.rows(conn, "lock_webhook_ciphertexts")
+        rows = await queries.rows(conn, "webhook_ciphertexts")
         updates, bad = [], []
         for row in rows:
             new_url = box.rotate(row["webhook_url_enc"]) if row["webhook_url_enc"] else None
             new_secret = box.rotate(row["webhook_secret_enc"]) if row["webhook_secret_enc"] else None
             if (row["webhook_url_enc"] and new_url is None) or (row["webhook_secret_enc"] and new_secret is None):
                 bad.append(row["name"])
-            updates.append({"url_enc": new_url, "secret_enc": new_secret, "id": row["id"]})
+            updates.append(
+                {
+                    "id": row["id"],
+                    "old_url_enc": row["webhook_url_enc"],
+                    "url_enc": new_url,
+                    "old_secret_enc": row["webhook_secret_enc"],
+                    "secret_enc": new_secret,
+                }
+            )
         if bad:
             raise SchedError("notify.rotate.undecryptable", "AGENTLAB_SCHED_SECRET_KEY", schedules=bad)
-        await queries.execute_many(conn, "set_webhook_ciphertexts", updates)
+        # Bookkeeping, not a change of the schedules: no version bump, one audit row each ('rotate').
+        async with errors.translated():
+            await queries.execute_many(conn, "rotate_webhook", updates)
     return len(updates)
 
 
@@ -220,14 +251,14 @@ async def test_send(
     `SchedError`.
     """
     loc = settings.locale
-    row = await _schedule_row(conn, name, lock=False)
+    row = await _schedule_row(conn, name)
     if not row["webhook_url_enc"]:
         raise SchedError("notify.no_webhook", "webhook_url", schedule=name)
     box = SecretBox.from_settings(settings)
-    url = box.decrypt(row["webhook_url_enc"])
-    secret = box.decrypt(row["webhook_secret_enc"]) if row["webhook_secret_enc"] else None
-    if url is None or (row["webhook_secret_enc"] and secret is None):
-        raise SchedError("notify.undecryptable", "webhook_url", schedule=name)
+    url = _open(box, row["webhook_url_enc"], row["id"], "webhook_url", name)
+    secret = None
+    if row["webhook_secret_enc"]:
+        secret = _open(box, row["webhook_secret_enc"], row["id"], "webhook_secret", name)
     checked = validate_url(url, row["webhook_format"], allow_private=settings.webhook_allow_private)
     at = now or datetime.now(UTC)
     signed = bool(secret) and checked.format in ("feishu", "dingtalk")

@@ -26,6 +26,10 @@ WITH closed AS (
 INSERT INTO agentlab_sched.deliveries (outbox_id, attempted_at, outcome, detail)
 VALUES (%(id)s, %(now)s, %(status)s, %(detail)s)
 
+-- name: outbox_wait_for_key
+-- Leave row %(id)s for a worker that can decrypt its webhook: due again at %(at)s, saying why; not an attempt.
+UPDATE agentlab_sched.outbox SET next_attempt_at = %(at)s, last_error = %(detail)s WHERE id = %(id)s AND status = 'pending'
+
 -- name: outbox_next_attempt
 -- Outbox row %(id)s is next tried at %(at)s (a lease, a rate limit, a cancelled send), while pending.
 UPDATE agentlab_sched.outbox SET next_attempt_at = %(at)s WHERE id = %(id)s AND status = 'pending'
@@ -78,29 +82,23 @@ FROM agentlab_sched.outbox WHERE status = 'pending'
 LISTEN agentlab_sched_outbox
 
 -- name: schedule_webhook
--- The webhook settings of schedule %(name)s (ciphertext included).
-SELECT id, name, timezone, webhook_format, webhook_url_enc, webhook_secret_enc, webhook_url_hint, webhook_events
+-- The webhook settings of schedule %(name)s (ciphertext included), and the version they belong to.
+SELECT id, name, version, timezone, webhook_format, webhook_url_enc, webhook_secret_enc, webhook_url_hint,
+       webhook_events
 FROM agentlab_sched.schedules WHERE name = %(name)s
 
--- name: lock_schedule_webhook
--- The webhook settings of schedule %(name)s, locked for a change.
-SELECT id, name, timezone, webhook_format, webhook_url_enc, webhook_secret_enc, webhook_url_hint, webhook_events
-FROM agentlab_sched.schedules WHERE name = %(name)s FOR UPDATE
-
 -- name: set_webhook
--- Store the webhook settings of schedule %(id)s (URL and secret as ciphertext).
-UPDATE agentlab_sched.schedules
-   SET webhook_format = %(format)s, webhook_url_enc = %(url_enc)s, webhook_secret_enc = %(secret_enc)s,
-       webhook_url_hint = %(hint)s, webhook_events = %(events)s
- WHERE id = %(id)s
+-- Store the webhook settings of schedule %(name)s (URL and secret as ciphertext), unless it changed since
+-- %(version)s.
+SELECT agentlab_sched.set_webhook(%(name)s, %(version)s, %(format)s, %(url_enc)s, %(secret_enc)s, %(hint)s,
+                                  %(events)s)
 
--- name: lock_webhook_ciphertexts
--- Every schedule with a webhook URL or secret, locked, to re-encrypt them.
+-- name: webhook_ciphertexts
+-- Every schedule with a webhook URL or secret, to re-encrypt them.
 SELECT id, name, webhook_url_enc, webhook_secret_enc FROM agentlab_sched.schedules
 WHERE webhook_url_enc IS NOT NULL OR webhook_secret_enc IS NOT NULL
-ORDER BY name FOR UPDATE
+ORDER BY name
 
--- name: set_webhook_ciphertexts
--- The re-encrypted webhook URL and secret of schedule %(id)s.
-UPDATE agentlab_sched.schedules SET webhook_url_enc = %(url_enc)s, webhook_secret_enc = %(secret_enc)s
-WHERE id = %(id)s
+-- name: rotate_webhook
+-- Replace the ciphertext of schedule %(id)s by the same values under the newest key (bookkeeping).
+SELECT agentlab_sched.rotate_webhook(%(id)s, %(old_url_enc)s, %(url_enc)s, %(old_secret_enc)s, %(secret_enc)s)

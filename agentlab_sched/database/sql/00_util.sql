@@ -11,22 +11,34 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- Render message `code` with `params` in `loc` (the session's locale by default): the same catalogue
--- and the same {placeholder} rules as agentlab_sched.messages.render() in Python.
+-- and the same {placeholder} rules as agentlab_sched.messages.render() in Python: one pass, a value is
+-- never read again (a name containing "{count}" stays as it is), an unknown placeholder shows as itself.
 CREATE OR REPLACE FUNCTION agentlab_sched.msg(code text, params jsonb DEFAULT '{}'::jsonb, loc text DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     lang text := coalesce(loc, agentlab_sched.locale());
+    template text;
+    pieces text[];
+    found text[];
     result text;
-    k text;
-    v jsonb;
+    i integer := 0;
 BEGIN
-    SELECT m.template INTO result FROM agentlab_sched.messages m WHERE m.code = msg.code AND m.locale = lang;
-    IF result IS NULL THEN
+    SELECT m.template INTO template FROM agentlab_sched.messages m WHERE m.code = msg.code AND m.locale = lang;
+    IF template IS NULL THEN
         RETURN code;
     END IF;
-    FOR k, v IN SELECT key, value FROM jsonb_each(coalesce(params, '{}'::jsonb)) LOOP
-        result := replace(result, '{' || k || '}', agentlab_sched.msg_value(v, lang));
+    IF position('{' IN template) = 0 THEN
+        RETURN template;
+    END IF;
+    pieces := regexp_split_to_array(template, '\{[A-Za-z_][A-Za-z0-9_]*\}');
+    result := pieces[1];
+    FOR found IN SELECT regexp_matches(template, '\{([A-Za-z_][A-Za-z0-9_]*)\}', 'g') LOOP
+        i := i + 1;
+        result := result
+            || CASE WHEN coalesce(params, '{}'::jsonb) ? found[1] THEN agentlab_sched.msg_value(params -> found[1], lang)
+                    ELSE '{' || found[1] || '}' END
+            || pieces[i + 1];
     END LOOP;
     RETURN result;
 END

@@ -173,6 +173,17 @@ LANGUAGE sql STABLE AS $$
     FROM agentlab_sched.schedule_options o
 $$;
 
+-- Consume the bookkeeping mark of this transaction for schedule `sid` (bookkeeping_marks): true when
+-- there was one.
+CREATE OR REPLACE FUNCTION agentlab_sched.take_mark(sid bigint, mark text) RETURNS boolean
+LANGUAGE sql AS $$
+    WITH taken AS (
+        DELETE FROM agentlab_sched.bookkeeping_marks m
+        WHERE m.xact = pg_current_xact_id() AND m.schedule_id = sid AND m.kind = mark
+        RETURNING 1)
+    SELECT EXISTS (SELECT 1 FROM taken)
+$$;
+
 -- BEFORE INSERT OR UPDATE on schedules: validate what changed (all of it on INSERT), then keep the
 -- bookkeeping right (version, updated_at, paused_*, next_run_at, replan). Raw INSERT and UPDATE get the
 -- same checks and messages as the functions below; the CHECK constraints stay as the last line.
@@ -202,9 +213,22 @@ BEGIN
         same.session_key := OLD.session_key;
         same.replan_at := OLD.replan_at;
         same.resolving_until := OLD.resolving_until;
-        -- launch() counting remaining_runs down is bookkeeping too (it says so for that one update).
-        IF current_setting('agentlab_sched.countdown', true) = 'on' THEN
-            same.remaining_runs := OLD.remaining_runs;
+        -- A launch counting remaining_runs down, and the re-encryption of the webhook with the newest key,
+        -- are bookkeeping too: their functions leave a mark that only the owner can write.
+        IF NEW.remaining_runs IS DISTINCT FROM OLD.remaining_runs
+           AND NEW.remaining_runs = greatest(OLD.remaining_runs - 1, 0) THEN
+            IF agentlab_sched.take_mark(OLD.id, 'countdown') THEN
+                same.remaining_runs := OLD.remaining_runs;
+            END IF;
+        END IF;
+        IF (NEW.webhook_url_enc IS DISTINCT FROM OLD.webhook_url_enc
+            OR NEW.webhook_secret_enc IS DISTINCT FROM OLD.webhook_secret_enc)
+           AND (NEW.webhook_url_enc IS NULL) = (OLD.webhook_url_enc IS NULL)
+           AND (NEW.webhook_secret_enc IS NULL) = (OLD.webhook_secret_enc IS NULL) THEN
+            IF agentlab_sched.take_mark(OLD.id, 'rotate') THEN
+                same.webhook_url_enc := OLD.webhook_url_enc;
+                same.webhook_secret_enc := OLD.webhook_secret_enc;
+            END IF;
         END IF;
         same.version := OLD.version;
         same.updated_at := OLD.updated_at;
@@ -291,6 +315,10 @@ BEGIN
             PERFORM agentlab_sched.validate_choice('webhook_events', coalesce(bad, ''),
                                                    ARRAY['finished', 'failed', 'awaiting_approval']);
         END IF;
+    END IF;
+    -- What the webhook's URL may be shown as (made by Python from the URL): short and printable.
+    IF ins OR NEW.webhook_url_hint IS DISTINCT FROM OLD.webhook_url_hint THEN
+        PERFORM agentlab_sched.validate_text('webhook_url_hint', NEW.webhook_url_hint, 300, false);
     END IF;
     -- URL and secret are Fernet ciphertext made in Python with a key the database never holds.
     IF (ins OR NEW.webhook_url_enc IS DISTINCT FROM OLD.webhook_url_enc)
@@ -381,11 +409,12 @@ BEGIN
         RETURN NULL;
     END IF;
     INSERT INTO agentlab_sched.schedule_changes
-        (schedule_id, schedule_name, operation, application_name, old_values, new_values)
+        (schedule_id, schedule_name, operation, db_role, application_name, old_values, new_values)
     VALUES (
         sid,
         CASE WHEN TG_OP = 'DELETE' THEN OLD.name ELSE NEW.name END,
         lower(TG_OP),
+        session_user,  -- the login role (inside the owner's functions current_user is the owner)
         nullif(current_setting('application_name', true), ''),
         CASE WHEN TG_OP <> 'INSERT' THEN agentlab_sched.schedule_audit_values(OLD) END,
         CASE WHEN TG_OP <> 'DELETE' THEN agentlab_sched.schedule_audit_values(NEW) END);

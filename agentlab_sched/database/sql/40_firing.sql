@@ -47,7 +47,9 @@ $$;
 
 -- Render `{{ schedule.x }}` placeholders in every string of the template. A small, safe language:
 -- names only, no expressions, no code. `vals` are the values (template_values); `leftover` is the first
--- placeholder that is not known (then `rendered` is NULL). Only names that occur are substituted.
+-- placeholder that is not known (then `rendered` is NULL). One pass over the template: each placeholder
+-- is replaced by its value, and a value is never read again, so a value that itself looks like a
+-- placeholder (a schedule named "x {{ schedule.date }}") stays literal.
 CREATE OR REPLACE FUNCTION agentlab_sched.render_with(template jsonb, vals jsonb, OUT rendered jsonb, OUT leftover text)
 LANGUAGE plpgsql IMMUTABLE
 -- Workers' sessions force custom plans (against a bad generic plan of Procrastinate's fetch query), which
@@ -56,23 +58,29 @@ SET plan_cache_mode = auto
 AS $$
 DECLARE
     body text := template::text;
-    k text;
+    pieces text[];
+    found text[];
+    result text;
     v text;
+    i integer := 0;
 BEGIN
     IF position('{{' IN body) = 0 THEN
         rendered := template;  -- the common case: nothing to render, no work
         RETURN;
     END IF;
-    FOR k, v IN SELECT key, value #>> '{}' FROM jsonb_each(vals) WHERE position(key IN body) > 0 LOOP
+    pieces := regexp_split_to_array(body, '\{\{\s*[^}]*\}\}');
+    result := pieces[1];
+    FOR found IN SELECT regexp_matches(body, '(\{\{\s*([^}]*?)\s*\}\})', 'g') LOOP
+        i := i + 1;
+        v := vals ->> found[2];
+        IF v IS NULL THEN
+            leftover := found[1];
+            RETURN;
+        END IF;
         -- Values are JSON-escaped (without their quotes) since they land inside JSON strings.
-        body := regexp_replace(body, '\{\{\s*' || replace(k, '.', '\.') || '\s*\}\}',
-                               replace(substr(to_jsonb(v)::text, 2, length(to_jsonb(v)::text) - 2), '\', '\\'),
-                               'g');
+        result := result || substr(to_jsonb(v)::text, 2, length(to_jsonb(v)::text) - 2) || pieces[i + 1];
     END LOOP;
-    leftover := substring(body FROM '\{\{\s*[^}]*\}\}');
-    IF leftover IS NULL THEN
-        rendered := body::jsonb;
-    END IF;
+    rendered := result::jsonb;
 END
 $$;
 
@@ -274,9 +282,12 @@ BEGIN
     -- Only scheduled and caught-up fires count against remaining_runs; manual and backfill fires do not
     -- (as Temporal's limited actions), and are allowed at 0.
     IF s.remaining_runs IS NOT NULL AND fire_kind IN ('scheduled', 'misfire') THEN
-        PERFORM set_config('agentlab_sched.countdown', 'on', true);
+        -- Bookkeeping, not a change of the definition: the mark tells the validation trigger so.
+        INSERT INTO agentlab_sched.bookkeeping_marks (schedule_id, kind) VALUES (s.id, 'countdown')
+        ON CONFLICT DO NOTHING;
         UPDATE agentlab_sched.schedules SET remaining_runs = greatest(remaining_runs - 1, 0) WHERE id = s.id;
-        PERFORM set_config('agentlab_sched.countdown', 'off', true);
+        DELETE FROM agentlab_sched.bookkeeping_marks m
+        WHERE m.xact = pg_current_xact_id() AND m.schedule_id = s.id AND m.kind = 'countdown';
     END IF;
     RETURN jsonb_build_object('fire_id', fid, 'status', 'started', 'run_id', rid, 'job_id', jid);
 END

@@ -63,3 +63,65 @@ $$;
 CREATE OR REPLACE TRIGGER runs_outbox
     AFTER INSERT OR UPDATE OF status, segment ON agentlab_sched.runs
     FOR EACH ROW EXECUTE FUNCTION agentlab_sched.runs_outbox();
+
+-- Set the webhook of schedule `name` (Python encrypts URL and secret with a key the database never
+-- holds, bound to the schedule; the validation trigger checks the rest). `expected_version` is the version
+-- the caller read: a schedule changed meanwhile is refused (SQLSTATE 40001). Returns the new version.
+CREATE OR REPLACE FUNCTION agentlab_sched.set_webhook(name text, expected_version integer, format text,
+                                                      url_enc text, secret_enc text, url_hint text,
+                                                      events text[])
+RETURNS integer
+LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+DECLARE
+    result integer;
+    actual integer;
+BEGIN
+    UPDATE agentlab_sched.schedules s
+    SET webhook_format = format, webhook_url_enc = url_enc, webhook_secret_enc = secret_enc,
+        webhook_url_hint = url_hint, webhook_events = events
+    WHERE s.name = name AND s.version = expected_version
+    RETURNING s.version INTO result;
+    IF FOUND THEN
+        RETURN result;
+    END IF;
+    SELECT s.version INTO actual FROM agentlab_sched.schedules s WHERE s.name = name;
+    IF NOT FOUND THEN
+        PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', name), 'P0002');
+    END IF;
+    PERFORM agentlab_sched.fail('schedule.stale_version', 'expected_version', jsonb_build_object(
+        'name', name, 'expected', expected_version, 'actual', actual), '40001');
+    RETURN NULL;
+END
+$$;
+
+-- Replace a schedule's webhook ciphertext by the same values re-encrypted with the newest key
+-- (rotate-secrets): bookkeeping, so no version bump, and one audit row 'rotate'. Refused (40001) when the
+-- ciphertext is no longer `old_url_enc` / `old_secret_enc`.
+CREATE OR REPLACE FUNCTION agentlab_sched.rotate_webhook(schedule_id bigint, old_url_enc text, new_url_enc text,
+                                                         old_secret_enc text, new_secret_enc text)
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    found_name text;
+BEGIN
+    INSERT INTO agentlab_sched.bookkeeping_marks (schedule_id, kind) VALUES (rotate_webhook.schedule_id, 'rotate')
+    ON CONFLICT DO NOTHING;
+    UPDATE agentlab_sched.schedules s
+    SET webhook_url_enc = new_url_enc, webhook_secret_enc = new_secret_enc
+    WHERE s.id = rotate_webhook.schedule_id
+      AND s.webhook_url_enc IS NOT DISTINCT FROM old_url_enc AND s.webhook_secret_enc IS NOT DISTINCT FROM old_secret_enc
+      AND (new_url_enc IS NULL) = (old_url_enc IS NULL) AND (new_secret_enc IS NULL) = (old_secret_enc IS NULL)
+    RETURNING s.name INTO found_name;
+    DELETE FROM agentlab_sched.bookkeeping_marks m
+    WHERE m.xact = pg_current_xact_id() AND m.schedule_id = rotate_webhook.schedule_id AND m.kind = 'rotate';
+    IF found_name IS NULL THEN
+        PERFORM agentlab_sched.fail('notify.rotate.changed', 'webhook_url', jsonb_build_object(
+            'schedule', coalesce((SELECT s.name FROM agentlab_sched.schedules s WHERE s.id = rotate_webhook.schedule_id),
+                                 rotate_webhook.schedule_id::text)), '40001');
+    END IF;
+    INSERT INTO agentlab_sched.schedule_changes (schedule_id, schedule_name, operation, db_role, application_name)
+    VALUES (rotate_webhook.schedule_id, found_name, 'rotate', session_user,
+            nullif(current_setting('application_name', true), ''));
+END
+$$;
