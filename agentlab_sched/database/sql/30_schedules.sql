@@ -204,8 +204,12 @@ BEGIN
         NEW.cron := regexp_replace(btrim(NEW.cron, E' \t\r\n\f\x0B'), '[ \t\r\n\f\v]+', ' ', 'g');
     END IF;
 
+    -- Bookkeeping is checked too (consecutive_failures and replan by their CHECK constraints).
+    IF NEW.session_key IS NOT NULL AND (ins OR NEW.session_key IS DISTINCT FROM OLD.session_key) THEN
+        PERFORM agentlab_sched.validate_text('session_key', NEW.session_key, 200, false);
+    END IF;
     IF NOT ins THEN
-        -- Bookkeeping only (a tick advancing next_run_at, counting failures): nothing to validate.
+        -- Bookkeeping only (a tick advancing next_run_at, counting failures): nothing else to validate.
         same := NEW;
         same.next_run_at := OLD.next_run_at;
         same.replan := OLD.replan;
@@ -292,9 +296,6 @@ BEGIN
             'starts_at', agentlab_sched.local_time_text(NEW.starts_at, NEW.timezone),
             'ends_at', agentlab_sched.local_time_text(NEW.ends_at, NEW.timezone),
             'timezone', NEW.timezone));
-    END IF;
-    IF ins OR NEW.session_key IS DISTINCT FROM OLD.session_key THEN
-        PERFORM agentlab_sched.validate_text('session_key', NEW.session_key, 200, false);
     END IF;
     IF (ins OR NEW.paused_reason IS DISTINCT FROM OLD.paused_reason) AND char_length(NEW.paused_reason) > 1000 THEN
         PERFORM agentlab_sched.fail('schedule.too_long', 'paused_reason', jsonb_build_object(

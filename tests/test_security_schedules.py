@@ -1,0 +1,79 @@
+"""Schedules that nobody can corrupt by the back door (docs/security.md): the audit cannot be bypassed,
+bookkeeping is checked, templates and messages substitute once."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from agentlab_sched.firing.tick import fire_due
+from tests.firing_helpers import EN, NINE, make_schedule, runs_of
+
+
+async def changes(conn: psycopg.AsyncConnection[Any], sid: int) -> list[dict[str, Any]]:
+    cur = await conn.execute(
+        "SELECT operation, db_role, old_values, new_values FROM agentlab_sched.schedule_changes "
+        "WHERE schedule_id = %s ORDER BY id",
+        (sid,),
+    )
+    return await cur.fetchall()
+
+
+async def test_a_session_setting_is_no_way_around_the_audit(conn: psycopg.AsyncConnection[Any]) -> None:
+    sid = await make_schedule(conn, remaining_runs=5)
+    await conn.execute("SET agentlab_sched.countdown = 'on'")
+    await conn.execute("SELECT agentlab_sched.alter_schedule('store-report', remaining_runs => 4)")
+    await conn.execute("UPDATE agentlab_sched.schedules SET remaining_runs = 3 WHERE id = %s", (sid,))
+    cur = await conn.execute("SELECT remaining_runs, version FROM agentlab_sched.schedules WHERE id = %s", (sid,))
+    assert await cur.fetchone() == {"remaining_runs": 3, "version": 3}
+    audit = await changes(conn, sid)
+    assert [
+        (c["operation"], c["old_values"]["remaining_runs"], c["new_values"]["remaining_runs"]) for c in audit[1:]
+    ] == [
+        ("update", 5, 4),
+        ("update", 4, 3),
+    ]
+    cur = await conn.execute("SELECT session_user AS who")
+    assert {c["db_role"] for c in audit} == {(await cur.fetchone())["who"]}
+
+
+async def test_a_launch_still_counts_down_as_bookkeeping(conn: psycopg.AsyncConnection[Any]) -> None:
+    sid = await make_schedule(conn, remaining_runs=2)
+    await fire_due(conn, NINE + timedelta(seconds=5), settings=EN)
+    cur = await conn.execute("SELECT remaining_runs, version FROM agentlab_sched.schedules WHERE id = %s", (sid,))
+    assert await cur.fetchone() == {"remaining_runs": 1, "version": 1}
+    assert [c["operation"] for c in await changes(conn, sid)] == ["insert"]
+    cur = await conn.execute("SELECT count(*) AS n FROM agentlab_sched.bookkeeping_marks")
+    assert (await cur.fetchone())["n"] == 0  # no mark left behind for a later update to use
+
+
+async def test_bookkeeping_columns_are_checked(conn: psycopg.AsyncConnection[Any]) -> None:
+    sid = await make_schedule(conn)
+    with pytest.raises(psycopg.errors.CheckViolation):
+        await conn.execute("UPDATE agentlab_sched.schedules SET consecutive_failures = -100 WHERE id = %s", (sid,))
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as caught:
+        await conn.execute("UPDATE agentlab_sched.schedules SET session_key = %s WHERE id = %s", ("k\x1b[2J", sid))
+    assert str(caught.value).startswith("session_key: character 2 is an invisible control character")
+
+
+@pytest.mark.parametrize("context", ["isolated", "persistent"])  # set-based apply, and launch() one by one
+@pytest.mark.parametrize("name", ["x {{ schedule.year }}", "y {{ no.such.placeholder }}", 'z "{{ schedule.date }}\\'])
+async def test_a_name_that_looks_like_a_placeholder_is_substituted_once(
+    conn: psycopg.AsyncConnection[Any], name: str, context: str
+) -> None:
+    inputs = {"who": "{{ schedule.name }}", "day": "{{ schedule.date }}", "again": "{{schedule.name}}!"}
+    sid = await make_schedule(conn, name, inputs=inputs, context=context)
+    await fire_due(conn, NINE + timedelta(seconds=5), settings=EN)
+    [run] = await runs_of(conn, sid)
+    assert run["inputs"] == {"who": name, "day": "2026-10-05", "again": f"{name}!"}
+
+
+async def test_messages_substitute_once(conn: psycopg.AsyncConnection[Any]) -> None:
+    cur = await conn.execute(
+        """SELECT agentlab_sched.msg('schedule.too_long', '{"field": "{length} {max}", "length": 5, "max": 3}',
+                                     'en') AS text"""
+    )
+    assert (await cur.fetchone())["text"] == "{length} {max}: 5 characters is more than the 3 allowed"
