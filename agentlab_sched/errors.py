@@ -11,6 +11,8 @@ The exception tree::
     │   │                   taken (23505), a run not in the state the request needs (55000)
     │   └── NoRunContext    current_run() outside a run (runs.context; also a LookupError)
     ├── LaunchRefused       a resolver refuses a fire; its reason is recorded (firing.hooks)
+    ├── Unreadable          a webhook ciphertext that no key here opens, or that belongs to another
+    │                       schedule (notify.secrets; internal, the callers say why in words)
     └── AwaitApproval       a task pauses its run until a person decides (runs.approvals; a signal,
                             not a failure)
 
@@ -108,7 +110,7 @@ REGISTRY: dict[str, ErrorCode] = {
     e.code: e
     for e in [
         *_codes(NotFound, "P0002", "schedule.not_found", "run.not_found"),
-        *_codes(Conflict, "40001", "schedule.stale_version"),
+        *_codes(Conflict, "40001", "schedule.stale_version", "notify.rotate.changed"),
         *_codes(Conflict, "23505", "schedule.name_taken", "cli.exists"),
         *_codes(
             Conflict,

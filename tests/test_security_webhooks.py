@@ -492,3 +492,37 @@ async def test_setting_only_the_secret_with_a_key_that_cannot_open_the_url_is_re
     assert await cur.fetchone() == before
     # Both at once is fine: they end up under the same key.
     await set_webhook(conn, "daily-report", url=FEISHU_URL, secret="n3w-secret", settings=other)
+
+
+def test_doctor_says_why_notifications_wait(db_url: str) -> None:
+    import asyncio
+
+    from typer.testing import CliRunner
+
+    from agentlab_sched import database as db
+    from agentlab_sched.cli import app
+
+    new_key = Fernet.generate_key().decode()
+
+    async def setup() -> None:
+        conn = await db.connect(db_url, locale="en")
+        try:
+            await add_schedule(conn)
+            await set_webhook(conn, "daily-report", url=FEISHU_URL, settings=settings(secret_keys=(new_key, KEY)))
+            await finished_run(conn, "daily-report")
+        finally:
+            await conn.close()
+
+    asyncio.run(setup())
+
+    def doctor(key: str) -> str:
+        env = {"AGENTLAB_SCHED_LOCALE": None, "AGENTLAB_SCHED_DATABASE_URL": None, "AGENTLAB_SCHED_SECRET_KEY": key}
+        result = CliRunner(env=env).invoke(app, ["--database-url", db_url, "doctor"])
+        assert result.exit_code == 0, result.output
+        return " ".join(result.stdout.split())
+
+    assert (
+        "1 notification(s) of schedule daily-report wait for a worker that can decrypt its webhook: it was saved "
+        "with a key that AGENTLAB_SCHED_SECRET_KEY here does not have"
+    ) in doctor(KEY)
+    assert "daily-report" not in doctor(new_key)

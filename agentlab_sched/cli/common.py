@@ -138,6 +138,23 @@ def display_url(url: str) -> str:
     return f"postgresql://{user + '@' if user else ''}{where}/{parts.get('dbname') or ''}"
 
 
+#: Characters a terminal may act on rather than show: C0 and C1 controls (ESC starts sequences that set
+#: the window title or write the clipboard), DEL, zero-width and bidi controls. Line breaks and tabs stay.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+
+
+def safe(value: object) -> str:
+    """Text from the database (names, reasons, errors) fit for a terminal: every control character shown
+    as an escape (``\\x1b``), never sent to the terminal."""
+    text_value = "" if value is None else str(value)
+    return _CONTROLS.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text_value)
+
+
+def cell(value: object, style: str = "") -> Text:
+    """User data as a table cell or a line: control characters escaped, never read as rich markup."""
+    return Text(safe(value), style=style)
+
+
 def out() -> Console:
     """A console on stdout (created per call, so test runners that swap stdout see the output).
 
@@ -161,12 +178,14 @@ def text(code: str, locale: str, **params: object) -> str:
 
 def say(ctx: typer.Context, code: str, **params: object) -> None:
     """Print message ``code`` (in the CLI's locale) as one line on stdout."""
-    out().print(Text(text(code, state(ctx).locale, **params)))
+    out().print(cell(text(code, state(ctx).locale, **params)))
 
 
 def print_json(data: Any) -> None:
-    """Print ``data`` as JSON on stdout (UTF-8 as is, times in ISO 8601)."""
-    typer.echo(json.dumps(data, ensure_ascii=False, indent=2, default=_json_default))
+    """Print ``data`` as JSON on stdout (UTF-8 as is, times in ISO 8601; control characters escaped, C1
+    and bidi controls too, which JSON would otherwise leave raw)."""
+    dumped = json.dumps(data, ensure_ascii=False, indent=2, default=_json_default)
+    typer.echo(_CONTROLS.sub(lambda m: f"\\u{ord(m.group(0)):04x}", dumped))
 
 
 def _json_default(value: Any) -> Any:
@@ -178,7 +197,7 @@ def _json_default(value: Any) -> Any:
 
 
 def _report(ctx: typer.Context, message: str, code: int) -> typer.Exit:
-    err().print(Text(message, style="red"))
+    err().print(cell(message, style="red"))
     return typer.Exit(code)
 
 

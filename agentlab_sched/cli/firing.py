@@ -43,11 +43,11 @@ def _table(outcomes: list[tick.FireOutcome], tz: str) -> Table:
         table.add_column(col)
     for o in outcomes:
         table.add_row(
-            str(o.fire_id),
-            f"{messages.local_time(o.fire_at, tz)} ({tz})" if o.fire_at else "",
-            o.status,
-            f"#{o.run_id[:6]}" if o.run_id else "",
-            o.reason or "",
+            common.cell(o.fire_id),
+            common.cell(f"{messages.local_time(o.fire_at, tz)} ({tz})" if o.fire_at else ""),
+            common.cell(o.status),
+            common.cell(f"#{o.run_id[:6]}" if o.run_id else ""),
+            common.cell(o.reason or ""),
         )
     return table
 

@@ -16,7 +16,6 @@ from typing import Annotated, Any
 import psycopg
 import typer
 from rich.table import Table
-from rich.text import Text
 
 from agentlab_sched import messages
 from agentlab_sched._plain import plain
@@ -78,9 +77,7 @@ def _when(value: datetime | None, tz: str) -> str:
     return messages.local_time(value, tz) if value is not None else ""
 
 
-def _cell(value: object) -> Text:
-    """User data as a table cell: never read as rich markup."""
-    return Text("" if value is None else str(value))
+_cell = common.cell
 
 
 def _status(status: str, locale: str) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.text import Text
 
 from agentlab_sched.cli import common
 from agentlab_sched.notify import rotate_secrets, test_send
@@ -29,9 +28,9 @@ def test_command(ctx: typer.Context, name: Annotated[str, typer.Argument(help="T
     settings = common.state(ctx).settings()
     result = common.run(ctx, lambda conn: test_send(conn, name, settings))
     if result.ok:
-        common.out().print(Text(result.message))
+        common.out().print(common.cell(result.message))
         return
-    common.err().print(Text(result.message, style="red"))
+    common.err().print(common.cell(result.message, style="red"))
     raise typer.Exit(1)
 
 

@@ -52,9 +52,7 @@ def _clock(value: datetime) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S" if value.second else "%Y-%m-%d %H:%M")
 
 
-def _cell(value: object) -> Text:
-    """User data as a table cell: never read as rich markup."""
-    return Text("" if value is None else str(value))
+_cell = common.cell
 
 
 # ---------------------------------------------------------------------------------------------- list

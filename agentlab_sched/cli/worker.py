@@ -11,6 +11,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from agentlab_sched.cli import common
 
@@ -82,7 +83,7 @@ def register(app: typer.Typer) -> None:
         from agentlab_sched.database.migrate import migrate
 
         database = _database(ctx)
-        console.print(f"[bold]agentlab-sched dev[/bold] on {database.origin}", highlight=False)
+        console.print(Text.assemble(("agentlab-sched dev", "bold"), " on ", common.safe(database.origin)))
         migrate(database.url, locale=common.state(ctx).locale)
         console.print("migrated; seeding the demo schedules; Ctrl-C stops", highlight=False)
         asyncio.run(_dev(database.url, duration))
@@ -90,7 +91,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def doctor(ctx: typer.Context) -> None:
         """Check the database, the schema, live workers and overdue schedules."""
-        asyncio.run(_doctor(_database(ctx)))
+        asyncio.run(_doctor(_database(ctx), common.state(ctx).settings()))
 
 
 async def _seed(url: str) -> None:
@@ -138,7 +139,7 @@ async def _dev(url: str, duration: float) -> None:
         await worker
 
 
-async def _changes(conn: Any, seen: dict[str, str]) -> list[str]:
+async def _changes(conn: Any, seen: dict[str, str]) -> list[Text]:
     """One line per fire recorded and per run status change since the last call: the live view."""
     cur = await conn.execute(
         """SELECT f.id, f.fire_at, s.name, f.kind, f.status, f.reason, r.id::text AS run_id, r.status AS run_status
@@ -151,24 +152,30 @@ async def _changes(conn: Any, seen: dict[str, str]) -> list[str]:
     for row in await cur.fetchall():
         key = f"fire:{row['id']}"
         run = f" run #{row['run_id'][:6]}" if row["run_id"] else ""
+        name = common.safe(row["name"])  # user text: shown as written, never read as markup
         if key not in seen:
             seen[key] = row["status"]
-            why = f" — {row['reason']}" if row["reason"] else ""
+            why = f" — {common.safe(row['reason'])}" if row["reason"] else ""
             lines.append(
-                f"[bold]{row['fire_at']:%H:%M:%S}[/bold] {row['name']} {row['kind']} fire: "
-                f"[cyan]{row['status']}[/cyan]{run}{why}"
+                Text.assemble(
+                    (f"{row['fire_at']:%H:%M:%S}", "bold"),
+                    f" {name} {row['kind']} fire: ",
+                    (row["status"], "cyan"),
+                    run + why,
+                )
             )
         if row["run_id"] and seen.get(f"run:{row['run_id']}") != row["run_status"]:
             seen[f"run:{row['run_id']}"] = row["run_status"]
             if row["run_status"] != "queued":
-                lines.append(f"         {row['name']}{run}: [green]{row['run_status']}[/green]")
+                lines.append(Text.assemble(f"         {name}{run}: ", (row["run_status"], "green")))
     return lines
 
 
-async def _doctor(database: Any) -> None:
+async def _doctor(database: Any, settings: Any) -> None:
     from agentlab_sched import database as db
+    from agentlab_sched.notify.webhooks import key_problems
 
-    console.print(f"database: {database.origin}", highlight=False)
+    console.print(common.cell(f"database: {database.origin}"))
     conn = await db.connect(database.url)
     try:
         version = (await (await conn.execute("SHOW server_version")).fetchone())["server_version"]
@@ -185,5 +192,7 @@ async def _doctor(database: Any) -> None:
         )
         overdue = (await cur.fetchone())["n"]
         console.print(f"overdue schedules: {overdue}", highlight=False)
+        for problem in await key_problems(conn, settings):
+            console.print(Text(problem.message(settings.locale), style="yellow"))
     finally:
         await conn.close()

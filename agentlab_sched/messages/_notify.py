@@ -143,6 +143,25 @@ MESSAGES.update(
             "nothing was re-encrypted: the webhook of schedule {schedule} changed meanwhile; run it again",
             "未做任何改动:定时任务 {schedule} 的 Webhook 在此期间被修改;请再运行一次",
         ),
+        "notify.doctor.key_missing": (
+            "{count} notification(s) of schedule {schedule} wait for a worker that can decrypt its webhook: it "
+            "was saved with a key that AGENTLAB_SCHED_SECRET_KEY here does not have; give every worker the newest "
+            "key (comma-separated, newest first)",
+            "定时任务 {schedule} 有 {count} 条通知在等待能解密其 Webhook 的 worker:保存时用的密钥不在这里的 "
+            "AGENTLAB_SCHED_SECRET_KEY 中;请给每个 worker 配上最新的密钥(逗号分隔,新的在前)",
+        ),
+        "notify.doctor.bound_elsewhere": (
+            "{count} notification(s) of schedule {schedule} will not be sent: its webhook was not saved for it "
+            "(copied from another schedule); set the webhook again",
+            "定时任务 {schedule} 有 {count} 条通知不会发送:它的 Webhook 不是为它设置的(从别的定时任务复制而来);"
+            "请重新设置 Webhook",
+        ),
+        "notify.doctor.no_key": (
+            "{count} notification(s) of schedule {schedule} are pending; AGENTLAB_SCHED_SECRET_KEY is not set "
+            "here, so this check cannot tell whether the workers can decrypt them",
+            "定时任务 {schedule} 有 {count} 条通知待发送;这里没有设置 AGENTLAB_SCHED_SECRET_KEY,"
+            "无法判断 worker 能否解密",
+        ),
         "notify.rotate.done": (
             "schedules whose webhook was re-encrypted with the newest key: {count}",
             "已用最新的密钥重新加密 Webhook 的定时任务:{count} 个",

@@ -236,6 +236,48 @@ async def rotate_secrets(conn: psycopg.AsyncConnection, settings: Settings) -> i
     return len(updates)
 
 
+@dataclass(frozen=True)
+class KeyProblem:
+    """Pending notifications of one schedule that the keys here cannot open (`key_problems`)."""
+
+    schedule: str
+    pending: int
+    #: ``notify.doctor.key_missing``, ``notify.doctor.bound_elsewhere`` or ``notify.doctor.no_key``
+    code: str
+
+    def message(self, locale: str) -> str:
+        return render(self.code, locale, schedule=self.schedule, count=self.pending)
+
+
+async def key_problems(conn: psycopg.AsyncConnection, settings: Settings) -> list[KeyProblem]:
+    """Schedules with pending notifications whose webhook the keys of ``settings`` cannot open, and why:
+    saved with a key these settings lack (workers with only these keys leave them for one that has it),
+    bound to another schedule (never sent), or no key set here at all."""
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            """SELECT s.id, s.name, s.webhook_url_enc, s.webhook_secret_enc, count(*) AS pending
+                 FROM agentlab_sched.outbox o JOIN agentlab_sched.schedules s ON s.id = o.schedule_id
+                WHERE o.status = 'pending' AND s.webhook_url_enc IS NOT NULL
+                GROUP BY s.id ORDER BY s.name"""
+        )
+        rows = await cur.fetchall()
+    if not rows:
+        return []
+    if not settings.secret_keys:
+        return [KeyProblem(r["name"], r["pending"], "notify.doctor.no_key") for r in rows]
+    box = SecretBox.from_settings(settings)
+    problems = []
+    for row in rows:
+        try:
+            box.open(row["webhook_url_enc"], schedule_id=row["id"], field="webhook_url")
+            if row["webhook_secret_enc"]:
+                box.open(row["webhook_secret_enc"], schedule_id=row["id"], field="webhook_secret")
+        except Unreadable as exc:
+            code = "notify.doctor.bound_elsewhere" if exc.bound_elsewhere else "notify.doctor.key_missing"
+            problems.append(KeyProblem(row["name"], row["pending"], code))
+    return problems
+
+
 async def test_send(
     conn: psycopg.AsyncConnection,
     name: str,

@@ -87,10 +87,10 @@ BEGIN
     END IF;
     SELECT s.version INTO actual FROM agentlab_sched.schedules s WHERE s.name = name;
     IF NOT FOUND THEN
-        PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', name), 'P0002');
+        PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', name));
     END IF;
     PERFORM agentlab_sched.fail('schedule.stale_version', 'expected_version', jsonb_build_object(
-        'name', name, 'expected', expected_version, 'actual', actual), '40001');
+        'name', name, 'expected', expected_version, 'actual', actual));
     RETURN NULL;
 END
 $$;
@@ -118,7 +118,7 @@ BEGIN
     IF found_name IS NULL THEN
         PERFORM agentlab_sched.fail('notify.rotate.changed', 'webhook_url', jsonb_build_object(
             'schedule', coalesce((SELECT s.name FROM agentlab_sched.schedules s WHERE s.id = rotate_webhook.schedule_id),
-                                 rotate_webhook.schedule_id::text)), '40001');
+                                 rotate_webhook.schedule_id::text)));
     END IF;
     INSERT INTO agentlab_sched.schedule_changes (schedule_id, schedule_name, operation, db_role, application_name)
     VALUES (rotate_webhook.schedule_id, found_name, 'rotate', session_user,
