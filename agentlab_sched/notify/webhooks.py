@@ -181,7 +181,7 @@ async def set_webhook(
                     "hint": hint,
                     "events": new_events,
                 },
-        )
+            )
     return WebhookInfo(
         schedule=name,
         format=fmt,
@@ -253,14 +253,7 @@ async def key_problems(conn: psycopg.AsyncConnection, settings: Settings) -> lis
     """Schedules with pending notifications whose webhook the keys of ``settings`` cannot open, and why:
     saved with a key these settings lack (workers with only these keys leave them for one that has it),
     bound to another schedule (never sent), or no key set here at all."""
-    async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(
-            """SELECT s.id, s.name, s.webhook_url_enc, s.webhook_secret_enc, count(*) AS pending
-                 FROM agentlab_sched.outbox o JOIN agentlab_sched.schedules s ON s.id = o.schedule_id
-                WHERE o.status = 'pending' AND s.webhook_url_enc IS NOT NULL
-                GROUP BY s.id ORDER BY s.name"""
-        )
-        rows = await cur.fetchall()
+    rows = await queries.rows(conn, "pending_webhooks")
     if not rows:
         return []
     if not settings.secret_keys:

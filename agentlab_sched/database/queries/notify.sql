@@ -102,3 +102,10 @@ ORDER BY name
 -- name: rotate_webhook
 -- Replace the ciphertext of schedule %(id)s by the same values under the newest key (bookkeeping).
 SELECT agentlab_sched.rotate_webhook(%(id)s, %(old_url_enc)s, %(url_enc)s, %(old_secret_enc)s, %(secret_enc)s)
+
+-- name: pending_webhooks
+-- Schedules with pending notifications and a webhook: its ciphertext, and how many are pending.
+SELECT s.id, s.name, s.webhook_url_enc, s.webhook_secret_enc, count(*) AS pending
+  FROM agentlab_sched.outbox o JOIN agentlab_sched.schedules s ON s.id = o.schedule_id
+ WHERE o.status = 'pending' AND s.webhook_url_enc IS NOT NULL
+ GROUP BY s.id ORDER BY s.name
