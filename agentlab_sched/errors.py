@@ -9,6 +9,9 @@ The exception tree::
     │   ├── NotFound        no schedule or run by that name or id           SQLSTATE P0002
     │   ├── Conflict        right input at the wrong moment: a stale version (40001), a name already
     │   │                   taken (23505), a run not in the state the request needs (55000)
+    │   ├── NotAllowed      the session lacks a privilege the request needs           SQLSTATE 42501
+    │   ├── SqlTaskError    a run of the built-in sql task failed; its message is the run's error
+    │   │                   (tasks.sql)
     │   └── NoRunContext    current_run() outside a run (runs.context; also a LookupError)
     ├── LaunchRefused       a resolver refuses a fire; its reason is recorded (firing.hooks)
     ├── Unreadable          a webhook ciphertext that no key here opens, or that belongs to another
@@ -45,6 +48,7 @@ __all__ = [
     "REGISTRY",
     "Conflict",
     "ErrorCode",
+    "NotAllowed",
     "NotFound",
     "SchedError",
     "ValidationError",
@@ -92,6 +96,10 @@ class Conflict(SchedError):
     """A stale ``expected_version``, a name already taken, a run not in the state the request needs."""
 
 
+class NotAllowed(SchedError):
+    """The session lacks a privilege the request needs: running SQL as a role (SQLSTATE 42501)."""
+
+
 @dataclass(frozen=True)
 class ErrorCode:
     """What one message code is, as an error: its class and its SQLSTATE."""
@@ -111,6 +119,7 @@ REGISTRY: dict[str, ErrorCode] = {
     for e in [
         *_codes(NotFound, "P0002", "schedule.not_found", "run.not_found"),
         *_codes(Conflict, "40001", "schedule.stale_version", "notify.rotate.changed"),
+        *_codes(NotAllowed, "42501", "sql.not_allowed"),
         *_codes(Conflict, "23505", "schedule.name_taken", "cli.exists"),
         *_codes(
             Conflict,

@@ -265,6 +265,51 @@ def add_cmd(
         common.say(ctx, "cli.added", name=s.name, id=s.id, next=_next_text(s, locale))
 
 
+@schedules_app.command("add-sql")
+def add_sql_cmd(
+    ctx: typer.Context,
+    name: Name,
+    cron: Annotated[str, typer.Option("--cron", help='Cron expression, e.g. "0 3 * * *" or @daily.')],
+    command: Annotated[str, typer.Option("--command", help="The SQL to run, e.g. VACUUM ANALYZE.")],
+    database: Annotated[
+        str | None, typer.Option("--database", help="The database it runs in (default: this one).")
+    ] = None,
+    username: Annotated[
+        str | None, typer.Option("--username", help="The role it runs as (default: your login role).")
+    ] = None,
+    statement_timeout: Annotated[
+        str, typer.Option("--statement-timeout", help="Cancel the command after this long: 30s, 5m, 1h.")
+    ] = "1h",
+    timezone: Annotated[str, typer.Option("--timezone", "--tz", help="IANA time zone, e.g. Asia/Shanghai.")] = "UTC",
+    disabled: Annotated[bool, typer.Option("--disabled", help="Create it paused.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Add (or update) a schedule that runs a SQL command as a role, like pg_cron's schedule_in_database."""
+    limit = common.parse_duration(statement_timeout, "statement_timeout")
+
+    async def add(conn: psycopg.AsyncConnection[Any]) -> tuple[admin.Schedule, bool]:
+        try:
+            await admin.get(conn, name)
+            existed = True
+        except SchedError:
+            existed = False
+        s = await admin.schedule_sql(
+            conn, name, cron, command, database=database, username=username, timezone=timezone,
+            statement_timeout=limit, enabled=False if disabled else None,
+        )  # fmt: skip
+        return s, existed
+
+    s, existed = common.run(ctx, add)
+    if as_json:
+        common.print_json(s.as_dict())
+        return
+    locale = common.state(ctx).locale
+    if existed:
+        common.say(ctx, "cli.updated", name=s.name, version=s.version, next=_next_text(s, locale))
+    else:
+        common.say(ctx, "cli.added", name=s.name, id=s.id, next=_next_text(s, locale))
+
+
 @schedules_app.command("edit")
 @with_schedule_options
 def edit_cmd(

@@ -26,6 +26,7 @@ from agentlab_sched.database.connections import scheduler_connection
 from agentlab_sched.firing import tick as tick_module
 from agentlab_sched.runs import housekeeping
 from agentlab_sched.settings import Settings
+from agentlab_sched.tasks import sql as sql_task
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +76,7 @@ def make_blueprint(queue: str | None = None) -> procrastinate.Blueprint:
     task = bp.task(name="tick", queue=queue, queueing_lock="agentlab_sched:tick", pass_context=True)(tick)
     bp.periodic(cron=TICK_CRON, periodic_id="tick")(task)
     housekeeping.register(bp, queue)
+    sql_task.register(bp)
     return bp
 
 

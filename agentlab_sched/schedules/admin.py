@@ -63,6 +63,7 @@ __all__ = [
     "pause",
     "resume",
     "schedule",
+    "schedule_sql",
     "status",
     "unschedule",
     "upcoming",
@@ -254,6 +255,37 @@ async def schedule(
 
 #: Another name for :func:`schedule` that says what it does.
 create_or_update = schedule
+
+
+async def schedule_sql(
+    conn: psycopg.AsyncConnection[Any],
+    name: str,
+    cron: str,
+    command: str,
+    *,
+    database: str | None = None,
+    username: str | None = None,
+    timezone: str = "UTC",
+    statement_timeout: timedelta = timedelta(hours=1),
+    enabled: bool | None = None,
+    now: datetime | None = None,
+) -> Schedule:
+    """Create or update the schedule ``name`` that runs the SQL ``command`` (SQL ``schedule_sql()``, as
+    pg_cron's ``schedule_in_database``): in ``database`` (default: this one), as the role ``username``
+    (default: the session's login role), under ``statement_timeout``.
+
+    Refused with :class:`~agentlab_sched.errors.NotAllowed` unless the session may run SQL as that role
+    (``docs/security.md``). Other options: :func:`alter` afterwards.
+    """
+    _check_cron_and_zone(cron, timezone)
+    params = {
+        "name": name, "cron": cron, "command": command, "database": database, "username": username,
+        "timezone": timezone, "statement_timeout": statement_timeout, "enabled": enabled,
+    }  # fmt: skip
+    async with conn.transaction():
+        sid = await _call(conn, "schedule_sql", params)
+        await _replan(conn, sid, now)
+        return await _fetch(conn, name)
 
 
 async def create(

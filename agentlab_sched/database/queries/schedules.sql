@@ -26,6 +26,18 @@ SELECT agentlab_sched.schedule(
     dst_gap => %(dst_gap)s::text,
     dst_repeat => %(dst_repeat)s::text) AS id
 
+-- name: schedule_sql
+-- Create or update schedule %(name)s running a SQL command (SQL schedule_sql()); its id.
+SELECT agentlab_sched.schedule_sql(
+    name => %(name)s::text,
+    cron => %(cron)s::text,
+    command => %(command)s::text,
+    database => %(database)s::text,
+    username => %(username)s::text,
+    timezone => %(timezone)s::text,
+    statement_timeout => %(statement_timeout)s::interval,
+    enabled => %(enabled)s::boolean) AS id
+
 -- name: create_schedule
 -- Create schedule %(name)s (a unique violation when the name is taken); the options not given take their
 -- default (option_defaults(), from schedules/options.py); its id.

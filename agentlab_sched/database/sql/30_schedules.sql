@@ -281,6 +281,10 @@ BEGIN
         -- Placeholders ({{ schedule.date }}, ...) must be known to the renderer (40_firing.sql).
         PERFORM agentlab_sched.check_inputs(NEW.inputs);
     END IF;
+    -- A built-in task's inputs (the sql task: its shape and who may run SQL as whom, 32_sql_task.sql).
+    IF ins OR NEW.task IS DISTINCT FROM OLD.task OR NEW.inputs IS DISTINCT FROM OLD.inputs THEN
+        PERFORM agentlab_sched.check_task_inputs(NEW.task, NEW.inputs);
+    END IF;
     -- Every option by its row of schedule_options (the copy of schedules/options.py), in table order.
     new_values := to_jsonb(NEW);
     old_values := CASE WHEN ins THEN NULL ELSE to_jsonb(OLD) END;

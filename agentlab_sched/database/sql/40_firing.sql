@@ -620,6 +620,9 @@ BEGIN
     END IF;
     IF inputs IS NOT NULL THEN
         PERFORM agentlab_sched.check_inputs(inputs);
+        -- Other inputs for a built-in task are checked as its own would be (who may run SQL as whom).
+        PERFORM agentlab_sched.check_task_inputs(
+            (SELECT s.task FROM agentlab_sched.schedules s WHERE s.id = sid), inputs);
     END IF;
     LOOP
         IF NOT EXISTS (SELECT 1 FROM agentlab_sched.fires f

@@ -1,0 +1,116 @@
+-- The built-in sql task (docs/sql.md, "schedule_sql"): a schedule whose job runs a SQL command in a named
+-- database of this server, as a named role, under a statement timeout. Its inputs are
+-- {"command", "database", "username", "statement_timeout"}; the worker's task is
+-- agentlab_sched/tasks/sql.py. Who may create one: docs/security.md ("The sql task privilege").
+
+-- The name of the task (agentlab_sched.tasks.sql.SQL_TASK: the blueprint's "sql" in namespace
+-- agentlab_sched; a test holds the two together).
+CREATE OR REPLACE FUNCTION agentlab_sched.sql_task_name() RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT 'agentlab_sched:sql'
+$$;
+
+-- Check the inputs of a schedule (or of a manual fire) whose task is `task`: nothing for other tasks;
+-- for the sql task, the shape of its inputs and that the session's login role may run SQL as the role
+-- named (agentlab_sched.may_schedule_sql). Raises the first problem, naming the input.
+CREATE OR REPLACE FUNCTION agentlab_sched.check_task_inputs(task text, inputs jsonb) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    key text;
+    value jsonb;
+    timeout interval;
+BEGIN
+    IF task IS DISTINCT FROM agentlab_sched.sql_task_name() OR inputs IS NULL OR jsonb_typeof(inputs) <> 'object' THEN
+        RETURN;
+    END IF;
+    FOR key IN SELECT k FROM jsonb_object_keys(inputs) AS k ORDER BY k LOOP
+        IF key NOT IN ('command', 'database', 'username', 'statement_timeout') THEN
+            PERFORM agentlab_sched.fail('sql.unknown_input', 'inputs', jsonb_build_object('value', key));
+        END IF;
+    END LOOP;
+    FOREACH key IN ARRAY ARRAY['command', 'database', 'username', 'statement_timeout'] LOOP
+        value := inputs -> key;
+        IF value IS NULL OR jsonb_typeof(value) = 'null' THEN
+            IF key <> 'statement_timeout' THEN
+                PERFORM agentlab_sched.fail('schedule.required', key,
+                                            jsonb_build_object('field', agentlab_sched.field_term(key)));
+            END IF;
+        ELSIF jsonb_typeof(value) <> 'string' THEN
+            PERFORM agentlab_sched.fail('sql.not_text', key, jsonb_build_object(
+                'field', agentlab_sched.field_term(key),
+                'type', jsonb_build_object('msg', 'schedule.json.' || jsonb_typeof(value))));
+        END IF;
+    END LOOP;
+    IF btrim(inputs ->> 'command', E' \t\r\n\f\x0B') = '' THEN
+        PERFORM agentlab_sched.fail('schedule.empty', 'command',
+                                    jsonb_build_object('field', agentlab_sched.field_term('command')));
+    END IF;
+    IF char_length(inputs ->> 'command') > 100000 THEN
+        PERFORM agentlab_sched.fail('schedule.too_long', 'command', jsonb_build_object(
+            'field', agentlab_sched.field_term('command'), 'length', char_length(inputs ->> 'command'),
+            'max', 100000));
+    END IF;
+    PERFORM agentlab_sched.validate_text('database', inputs ->> 'database', 63);
+    PERFORM agentlab_sched.validate_text('username', inputs ->> 'username', 63);
+    IF inputs ? 'statement_timeout' THEN
+        BEGIN
+            timeout := (inputs ->> 'statement_timeout')::interval;
+        EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow OR interval_field_overflow THEN
+            timeout := NULL;
+        END;
+        IF timeout IS NULL OR timeout <= interval '0' OR timeout > interval '24 hours' THEN
+            PERFORM agentlab_sched.fail('sql.bad_timeout', 'statement_timeout', jsonb_build_object(
+                'value', inputs ->> 'statement_timeout'));
+        END IF;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_database d WHERE d.datname = inputs ->> 'database') THEN
+        PERFORM agentlab_sched.fail('sql.no_database', 'database', jsonb_build_object('value', inputs ->> 'database'));
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = inputs ->> 'username') THEN
+        PERFORM agentlab_sched.fail('sql.no_role', 'username', jsonb_build_object('value', inputs ->> 'username'));
+    END IF;
+    IF NOT agentlab_sched.may_schedule_sql(inputs ->> 'username') THEN
+        PERFORM agentlab_sched.fail('sql.not_allowed', 'username', jsonb_build_object(
+            'value', inputs ->> 'username', 'user', session_user::text));
+    END IF;
+END
+$$;
+
+-- schedule_sql(): create or update the schedule `name` that runs `command` in `database` (default: this
+-- one) as `username` (default: the session's login role) under `statement_timeout`, as pg_cron's
+-- cron.schedule_in_database. Its id. The privilege to call it is granted by the owner
+-- (docs/security.md); the validation trigger checks the same on every other path.
+CREATE OR REPLACE FUNCTION agentlab_sched.schedule_sql(
+    name text,
+    cron text,
+    command text,
+    database text DEFAULT NULL,
+    username text DEFAULT NULL,
+    timezone text DEFAULT 'UTC',
+    statement_timeout interval DEFAULT interval '1 hour',
+    enabled boolean DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    RETURN agentlab_sched.schedule(
+        name => name,
+        cron => cron,
+        task => agentlab_sched.sql_task_name(),
+        inputs => jsonb_strip_nulls(jsonb_build_object(
+            'command', command,
+            'database', coalesce(database, current_database()::text),
+            'username', coalesce(username, session_user::text),
+            'statement_timeout', coalesce(statement_timeout, interval '1 hour')::text)),
+        timezone => timezone,
+        enabled => enabled);
+END
+$$;
+
+REVOKE EXECUTE ON FUNCTION agentlab_sched.schedule_sql(text, text, text, text, text, text, interval, boolean) FROM PUBLIC;
