@@ -13,6 +13,7 @@
 | AGENTLAB_SCHED_PUBLIC_URL | (none) | base URL used for links in notifications |
 | AGENTLAB_SCHED_RETENTION | (none) | prune finished history older than this (e.g. `30d`) during housekeeping |
 | AGENTLAB_SCHED_SCHEDULER_QUEUE | default | the Procrastinate queue of the periodic tick and housekeeping |
+| AGENTLAB_SCHED_CRON_SCHEMA | cron | where migrate makes pg_cron's monitoring views (job, job_run_details); off: none |
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ def _number(name: str, default: float) -> float:
     return float(raw) if raw else default
 
 
+def _schema_name(raw: str | None) -> str | None:
+    value = (raw if raw is not None else "cron").strip()
+    return None if value.lower() in ("", "off", "none", "0", "false", "no") else value
+
+
 @dataclass(frozen=True)
 class Settings:
     """A snapshot of the environment; build one with `Settings.from_env()`."""
@@ -50,6 +56,8 @@ class Settings:
     public_url: str | None = None
     retention: str | None = None
     scheduler_queue: str = "default"
+    #: Where migrate makes the pg_cron-compatible views; None: nowhere.
+    cron_schema: str | None = "cron"
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -66,4 +74,5 @@ class Settings:
             public_url=os.environ.get("AGENTLAB_SCHED_PUBLIC_URL") or None,
             retention=os.environ.get("AGENTLAB_SCHED_RETENTION") or None,
             scheduler_queue=os.environ.get("AGENTLAB_SCHED_SCHEDULER_QUEUE", "").strip() or "default",
+            cron_schema=_schema_name(os.environ.get("AGENTLAB_SCHED_CRON_SCHEMA")),
         )

@@ -31,6 +31,10 @@ def migrate_cmd(ctx: typer.Context) -> None:
         common.say(ctx, "cli.migrated", applied=", ".join(names))
     else:
         common.say(ctx, "cli.up_to_date")
+    if report.cron_blocker:
+        common.err().print(
+            common.text("cli.cron_compat_skipped", st.locale, schema=report.cron_schema, owner=report.cron_blocker)
+        )
 
 
 @db_app.command("stop")

@@ -39,6 +39,9 @@ class MigrateReport:
     procrastinate: list[str] = field(default_factory=list)
     applied: list[str] = field(default_factory=list)
     sql_files: list[str] = field(default_factory=list)
+    #: The schema of the pg_cron-compatible views, and why they were not made there (None: made).
+    cron_schema: str | None = None
+    cron_blocker: str | None = None
 
     @property
     def changed(self) -> bool:
@@ -63,9 +66,26 @@ def _procrastinate_migrations() -> list[Path]:
     return sorted(Path(SchemaManager.get_migrations_path()).glob("*.sql"))
 
 
-def migrate(url: str, *, locale: str | None = None, on_time_window: float | None = None) -> MigrateReport:
-    """Bring the database at ``url`` up to date; running it again changes nothing."""
-    report = MigrateReport()
+_FROM_SETTINGS = "from settings"
+
+
+def migrate(
+    url: str,
+    *,
+    locale: str | None = None,
+    on_time_window: float | None = None,
+    cron_schema: str | None = _FROM_SETTINGS,
+) -> MigrateReport:
+    """Bring the database at ``url`` up to date; running it again changes nothing.
+
+    ``cron_schema`` (default: ``AGENTLAB_SCHED_CRON_SCHEMA``, ``cron``; None: none) is where pg_cron's
+    monitoring views ``job`` and ``job_run_details`` are made, unless pg_cron itself is installed there.
+    """
+    if cron_schema == _FROM_SETTINGS:
+        from agentlab_sched.settings import Settings
+
+        cron_schema = Settings.from_env().cron_schema
+    report = MigrateReport(cron_schema=cron_schema)
     with psycopg.connect(url, autocommit=False) as conn:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
@@ -84,6 +104,9 @@ def migrate(url: str, *, locale: str | None = None, on_time_window: float | None
                 conn.execute(path.read_text(encoding="utf-8"))
                 report.sql_files.append(path.name)
             _catalogue(conn, locale, on_time_window)
+            if cron_schema:
+                row = conn.execute("SELECT agentlab_sched.install_cron_compat(%s)", (cron_schema,)).fetchone()
+                report.cron_blocker = row[0] if row else None
     return report
 
 

@@ -240,6 +240,12 @@ MESSAGES.update(
             "repeated hour (DST): its second copy",
             "重复的时段(夏令时):第二遍",
         ),
+        "cli.cron_compat_skipped": (
+            "pg_cron's monitoring views were not made in schema {schema} ({owner} is there); set "
+            "AGENTLAB_SCHED_CRON_SCHEMA to another schema name (or off) and migrate again",
+            "未在模式 {schema} 中创建 pg_cron 兼容视图({owner} 占用了该模式);请把 AGENTLAB_SCHED_CRON_SCHEMA "
+            "设为其他模式名(或 off)后重新迁移",
+        ),
         "cli.dst_policy": (
             "DST: dst_gap = {gap}, dst_repeat = {repeat} (docs/cron.md)",
             "夏令时:dst_gap = {gap},dst_repeat = {repeat}(见 docs/cron.md)",

@@ -1,0 +1,99 @@
+-- pg_cron's monitoring views over our tables (docs/coming-from.md, "pg_cron"): cron.job and
+-- cron.job_run_details with pg_cron's columns, so queries written for pg_cron keep working.
+-- The definitions live here, in schema agentlab_sched; migrate makes thin views of them in the
+-- compatibility schema (AGENTLAB_SCHED_CRON_SCHEMA, `cron` by default) unless pg_cron itself is installed
+-- there (install_cron_compat below).
+
+-- One row per schedule, as pg_cron's cron.job: jobid = the schedule's id, jobname = its name; command is
+-- the SQL of a sql schedule, else the task and its inputs; database and username are where and as whom
+-- a sql schedule runs, else this database and the role that created the schedule.
+CREATE OR REPLACE VIEW agentlab_sched.cron_job AS
+SELECT s.id AS jobid,
+       s.cron AS schedule,
+       CASE WHEN s.task = agentlab_sched.sql_task_name() THEN s.inputs ->> 'command'
+            ELSE s.task || CASE WHEN s.inputs = '{}'::jsonb THEN '' ELSE ' ' || s.inputs::text END
+       END AS command,
+       'localhost'::text AS nodename,
+       coalesce(pg_catalog.inet_server_port(), 5432) AS nodeport,
+       coalesce(s.inputs ->> 'database', pg_catalog.current_database()::text) AS database,
+       coalesce(s.inputs ->> 'username',
+                (SELECT c.db_role FROM agentlab_sched.schedule_changes c
+                 WHERE c.schedule_id = s.id AND c.operation = 'insert' ORDER BY c.id LIMIT 1)) AS username,
+       s.enabled AS active,
+       s.name AS jobname
+FROM agentlab_sched.schedules s;
+
+-- One row per fire, as pg_cron's cron.job_run_details: runid = the fire's id (the ledger row), status
+-- in pg_cron's words (starting, running, succeeded, failed; a skipped or refused fire is `failed`, its
+-- reason the return_message), return_message = the command's status of a sql run ("DELETE 3"), the
+-- run's error, or why the fire did not run.
+CREATE OR REPLACE VIEW agentlab_sched.cron_job_run_details AS
+SELECT f.schedule_id AS jobid,
+       f.id AS runid,
+       NULL::integer AS job_pid,
+       coalesce(f.inputs ->> 'database', s.inputs ->> 'database', pg_catalog.current_database()::text) AS database,
+       coalesce(f.inputs ->> 'username', s.inputs ->> 'username') AS username,
+       CASE WHEN s.task = agentlab_sched.sql_task_name() THEN coalesce(f.inputs, s.inputs) ->> 'command'
+            ELSE s.task END AS command,
+       CASE WHEN f.status <> 'started' THEN 'failed'
+            WHEN r.status = 'queued' THEN 'starting'
+            WHEN r.status IN ('running', 'awaiting_approval', 'suspended') THEN 'running'
+            WHEN r.status = 'succeeded' THEN 'succeeded'
+            WHEN r.status IN ('failed', 'timed_out', 'cancelled') THEN 'failed'
+            ELSE 'starting' END AS status,
+       CASE WHEN f.status <> 'started' THEN f.reason
+            WHEN r.status = 'succeeded' THEN r.result ->> 'status'
+            WHEN r.status IN ('failed', 'timed_out', 'cancelled') THEN coalesce(r.error, r.status)
+       END AS return_message,
+       coalesce(r.started_at, f.created_at) AS start_time,
+       r.finished_at AS end_time
+FROM agentlab_sched.fires f
+JOIN agentlab_sched.schedules s ON s.id = f.schedule_id
+LEFT JOIN agentlab_sched.runs r ON r.id = f.run_id;
+
+-- The comment that marks a compatibility schema as made by agentlab-sched.
+CREATE OR REPLACE FUNCTION agentlab_sched.cron_compat_comment() RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT 'agentlab-sched: pg_cron-compatible views (docs/coming-from.md); made by agentlab-sched migrate'
+$$;
+
+-- What install_cron_compat would do with `schema`: 'install' (absent, or made by us before), or why not.
+CREATE OR REPLACE FUNCTION agentlab_sched.cron_compat_blocker(schema_name text) RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE
+        WHEN n.oid IS NULL THEN NULL
+        WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_extension e WHERE e.extnamespace = n.oid)
+            THEN 'extension ' || (SELECT string_agg(e.extname, ', ') FROM pg_catalog.pg_extension e
+                                  WHERE e.extnamespace = n.oid)
+        WHEN pg_catalog.obj_description(n.oid, 'pg_namespace') IS DISTINCT FROM agentlab_sched.cron_compat_comment()
+            THEN 'not made by agentlab-sched'
+    END
+    FROM (SELECT schema_name AS name) wanted
+    LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = wanted.name
+$$;
+
+-- Make `schema`.job and `schema`.job_run_details (thin views of the two above), unless the schema belongs
+-- to someone else (pg_cron's own schema, or one agentlab-sched did not make). NULL when made, else why
+-- not (migrate says it).
+CREATE OR REPLACE FUNCTION agentlab_sched.install_cron_compat(schema_name text) RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    blocker text := agentlab_sched.cron_compat_blocker(schema_name);
+BEGIN
+    IF blocker IS NOT NULL THEN
+        RETURN blocker;
+    END IF;
+    EXECUTE format('CREATE SCHEMA IF NOT EXISTS %I', schema_name);
+    EXECUTE format('COMMENT ON SCHEMA %I IS %L', schema_name, agentlab_sched.cron_compat_comment());
+    EXECUTE format('CREATE OR REPLACE VIEW %I.job AS SELECT * FROM agentlab_sched.cron_job', schema_name);
+    EXECUTE format('CREATE OR REPLACE VIEW %I.job_run_details AS SELECT * FROM agentlab_sched.cron_job_run_details',
+                   schema_name);
+    RETURN NULL;
+END
+$$;
