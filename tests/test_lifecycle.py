@@ -146,18 +146,22 @@ async def test_approval_pauses_the_run_blocks_overlap_and_continues_in_segment_t
     assert (skipped["status"], skipped["reason_code"]) == ("skipped_overlap", "overlap.awaiting_approval")
     assert skipped["reason"] == f"上一次运行 #{short} 正在等待审批,本次触发已跳过"
 
-    # Approved (Python API, injected clock): a new job for the same run; the run still waits until it starts.
-    decided = NINE + timedelta(minutes=30)
-    approved = await lifecycle.approve(conn, f"#{short}", "alice", "looks right", segment=1, now=decided)
+    # Approved (Python API): a new job for the same run; the run still waits until it starts. The decision
+    # records the database role and the database clock; "alice" is the label the caller gave.
+    cur = await conn.execute("SELECT session_user AS role, now() AS at")
+    me = await cur.fetchone()
+    approved = await lifecycle.approve(conn, f"#{short}", "alice", "looks right", segment=1)
     assert (approved.status, approved.segment, approved.waiting_for) == ("awaiting_approval", 1, None)
     assert approved.job_id != first_job
     [decision] = await approvals_of(conn, run["id"])
-    assert (decision["status"], decision["decided_by"], decision["decided_at"], decision["comment"]) == (
+    assert (decision["status"], decision["decided_by"], decision["decided_label"], decision["comment"]) == (
         "approved",
+        me["role"],
         "alice",
-        decided,
         "looks right",
     )
+    assert decision["decided_at"] >= me["at"]
+    await conn.execute("UPDATE agentlab_sched.approvals SET decided_at = %s", (NINE + timedelta(minutes=30),))
     new_job = await job(conn, approved.job_id)
     assert (new_job["status"], new_job["task_name"], new_job["args"], new_job["queue_name"]) == (
         "todo",
@@ -176,9 +180,10 @@ async def test_approval_pauses_the_run_blocks_overlap_and_continues_in_segment_t
     with pytest.raises(Conflict) as err:
         await lifecycle.approve(conn, run["id"], "bob")
     assert both(err.value) == (
-        f"run #{short}: the approval of segment 1 was already approved by alice at 2026-10-05 09:30 "
+        f"run #{short}: the approval of segment 1 was already approved by alice ({me['role']}) at 2026-10-05 09:30 "
         "(Asia/Shanghai); nothing was changed",
-        f"运行 #{short}:第 1 段的审批已由 alice 于 2026-10-05 09:30(Asia/Shanghai)作出决定:已批准,未做任何改动",
+        f"运行 #{short}:第 1 段的审批已由 alice ({me['role']}) 于 2026-10-05 09:30(Asia/Shanghai)作出决定:已批准,"
+        "未做任何改动",
     )
     assert await snapshot(conn, run["id"]) == before
 
@@ -200,9 +205,10 @@ async def test_approval_pauses_the_run_blocks_overlap_and_continues_in_segment_t
     assert (ctx.approval.segment, ctx.approval.status, ctx.approval.decided_by, ctx.approval.comment) == (
         1,
         "approved",
-        "alice",
+        me["role"],
         "looks right",
     )
+    assert ctx.approval.decided_label == "alice"
 
     # Approving a run that is not waiting: refused, nothing changed.
     before = await snapshot(conn, run["id"])
@@ -261,16 +267,23 @@ async def test_reject_cancels_the_run_and_says_who_and_why(conn: Conn) -> None:
     await set_job_status(conn, run["job_id"], "doing")
     await ask(conn, run, "Publish?", None)
     await set_job_status(conn, run["job_id"], "succeeded")
-    rejected = await lifecycle.reject(conn, run["id"], "bob", "not this week", now=NINE)
-    assert (rejected.status, rejected.error, rejected.error_code, rejected.cancelled_by, rejected.finished_at) == (
+    cur = await conn.execute("SELECT session_user AS role, now() AS at")
+    me = await cur.fetchone()
+    rejected = await lifecycle.reject(conn, run["id"], "bob", "not this week")
+    assert (rejected.status, rejected.error, rejected.error_code, rejected.cancelled_by) == (
         "cancelled",
-        "rejected by bob: not this week",
+        f"rejected by bob ({me['role']}): not this week",
         "run.rejected",
-        "bob",
-        NINE,
+        f"bob ({me['role']})",
     )
+    assert rejected.finished_at is not None and rejected.finished_at >= me["at"]
     [a] = await approvals_of(conn, run["id"])
-    assert (a["status"], a["decided_by"], a["decided_at"], a["comment"]) == ("rejected", "bob", NINE, "not this week")
+    assert (a["status"], a["decided_by"], a["decided_label"], a["comment"]) == (
+        "rejected",
+        me["role"],
+        "bob",
+        "not this week",
+    )
     short = str(run["id"])[:6]
     with pytest.raises(Conflict) as err:
         await lifecycle.approve(conn, run["id"], "alice")
@@ -285,7 +298,7 @@ async def test_reject_cancels_the_run_and_says_who_and_why(conn: Conn) -> None:
     await in_locale(conn, "zh-CN")
     await conn.execute("SELECT agentlab_sched.reject(%s, 'bob')", (other["id"],))
     await in_locale(conn, "en")
-    assert (await run_row(conn, other["id"]))["error"] == "已被 bob 驳回"
+    assert (await run_row(conn, other["id"]))["error"] == f"已被 bob ({me['role']}) 驳回"
 
 
 async def test_decisions_check_who_and_what(conn: Conn) -> None:

@@ -98,13 +98,16 @@ async def test_demo_ask_pauses_then_returns_what_the_approver_said(db_url: str, 
     assert (done["status"], done["segment"], done["job_id"], done["error"]) == ("succeeded", 2, approved.job_id, None)
     result = done["result"]
     assert result["approved_at"]
+    cur = await conn.execute("SELECT session_user AS role")
+    role = (await cur.fetchone())["role"]
     assert {k: v for k, v in result.items() if k != "approved_at"} == {
-        "approved_by": "alice",
+        "approved_by": role,
+        "approved_label": "alice",
         "comment": "yes, ship it",
         "inputs": {"question": "ship it?"},
     }
     assert [(a["segment"], a["status"], a["decided_by"]) for a in await approvals_of(conn, run["id"])] == [
-        (1, "approved", "alice")
+        (1, "approved", role)
     ]
 
 

@@ -3,6 +3,7 @@ bookkeeping is checked, templates and messages substitute once."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -77,3 +78,82 @@ async def test_messages_substitute_once(conn: psycopg.AsyncConnection[Any]) -> N
                                      'en') AS text"""
     )
     assert (await cur.fetchone())["text"] == "{length} {max}: 5 characters is more than the 3 allowed"
+
+
+async def test_an_approval_records_the_session_role_and_the_database_clock(conn: psycopg.AsyncConnection[Any]) -> None:
+    from agentlab_sched.runs import lifecycle
+    from tests.firing_helpers import set_job_status
+    from tests.test_lifecycle import approvals_of, ask, launch
+
+    sid = await make_schedule(conn, next_run_at=None)
+    run = await launch(conn, sid)
+    await set_job_status(conn, run["job_id"], "doing")
+    await ask(conn, run, "Pay the invoice?", None)
+    cur = await conn.execute("SELECT session_user AS role, now() AS before")
+    me = await cur.fetchone()
+    # A caller that says "cfo" and 2020: the label is kept as a label, the rest is the database's.
+    with pytest.raises(psycopg.errors.UndefinedFunction):
+        await conn.execute(
+            "SELECT agentlab_sched.approve(%s, 'cfo', 'fine', 1, '2020-01-01 00:00+00'::timestamptz)", (run["id"],)
+        )
+    await lifecycle.approve(conn, run["id"], "cfo", "fine")
+    [decision] = await approvals_of(conn, run["id"])
+    assert (decision["decided_by"], decision["decided_label"]) == (me["role"], "cfo")
+    cur = await conn.execute("SELECT now() AS after")
+    assert me["before"] <= decision["decided_at"] <= (await cur.fetchone())["after"]
+
+
+# ---------------------------------------------------------------------------------------------- sizes
+
+
+async def test_inputs_over_the_limit_are_refused_in_sql_and_python(conn: psycopg.AsyncConnection[Any]) -> None:
+    from agentlab_sched.errors import ValidationError
+    from agentlab_sched.limits import LIMITS
+    from agentlab_sched.schedules import admin
+
+    big = {"blob": "x" * LIMITS["inputs_bytes"]}
+    size = len(json.dumps(big))
+    expected = f"inputs: {size} bytes is more than the {LIMITS['inputs_bytes']} allowed"
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as caught:
+        await conn.execute(
+            "SELECT agentlab_sched.schedule('big', '0 9 * * *', 'demo.echo', %s::jsonb)", (json.dumps(big),)
+        )
+    assert caught.value.diag.message_primary == expected and caught.value.diag.column_name == "inputs"
+    with pytest.raises(ValidationError) as err:
+        await admin.schedule(conn, "big", "0 9 * * *", "demo.echo", big)
+    assert (str(err.value), err.value.field) == (expected, "inputs")
+    cur = await conn.execute("SELECT count(*) AS n FROM agentlab_sched.schedules")
+    assert (await cur.fetchone())["n"] == 0
+    assert (await admin.schedule(conn, "fine", "0 9 * * *", "demo.echo", {"blob": "x" * 60_000})).name == "fine"
+
+
+async def test_a_trigger_override_over_the_limit_is_refused(conn: psycopg.AsyncConnection[Any]) -> None:
+    from agentlab_sched.errors import ValidationError
+    from agentlab_sched.firing.tick import trigger
+
+    await make_schedule(conn)
+    override = {"blob": "y" * (20 * 1024 * 1024)}
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as caught:
+        await conn.execute("SELECT agentlab_sched.trigger('store-report', %s::jsonb)", (json.dumps(override),))
+    assert str(caught.value).startswith("inputs: 20971532 bytes is more than the 65536 allowed")
+    with pytest.raises(ValidationError):
+        await trigger(conn, "store-report", override, settings=EN)
+    cur = await conn.execute("SELECT count(*) AS n FROM agentlab_sched.fire_requests")
+    assert (await cur.fetchone())["n"] == 0
+
+
+async def test_cron_text_has_a_length_limit_checked_before_parsing(conn: psycopg.AsyncConnection[Any]) -> None:
+    import time
+
+    from agentlab_sched.errors import ValidationError
+    from agentlab_sched.schedules import cron
+
+    huge = "0 " + ",".join(["9"] * 200_000) + " * * *"
+    began = time.monotonic()
+    with pytest.raises(ValidationError) as err:
+        cron.parse(huge)
+    assert str(err.value) == f"cron: {len(huge)} characters is more than the 1000 allowed"
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as caught:
+        await conn.execute("SELECT agentlab_sched.schedule('huge', %s, 'demo.echo')", (huge,))
+    assert caught.value.diag.message_primary == str(err.value)
+    assert time.monotonic() - began < 1.0

@@ -240,7 +240,7 @@ def show_cmd(ctx: typer.Context, run: RunId, as_json: JsonOption = False) -> Non
                 _cell(a.segment),
                 _cell(a.title),
                 _cell(common.text(f"approval.status.{a.status}", locale)),
-                _cell(a.decided_by),
+                _cell(a.decided_by if not a.decided_label else f"{a.decided_label} ({a.decided_by})"),
                 _cell(_when(a.decided_at, tz)),
                 _cell(a.comment),
             )

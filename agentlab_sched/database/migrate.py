@@ -21,7 +21,7 @@ from pathlib import Path
 
 import psycopg
 
-from agentlab_sched import errors, messages
+from agentlab_sched import errors, limits, messages
 from agentlab_sched.errors import SchedError
 from agentlab_sched.schedules import options
 
@@ -172,6 +172,12 @@ def _catalogue(conn: psycopg.Connection, locale: str | None, on_time_window: flo
                    clearable, choices, min_value, max_value, max_length, one_word, positive)
                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)""",
             options.catalog_rows(),
+        )
+    with conn.cursor() as cur:  # the size limits SQL checks by (agentlab_sched.size_limit)
+        cur.executemany(
+            """INSERT INTO agentlab_sched.config (key, value) VALUES (%s, %s)
+               ON CONFLICT (key) DO UPDATE SET value = excluded.value""",
+            limits.catalog_rows(),
         )
     if locale:
         conn.execute(

@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 
-from agentlab_sched import errors, messages
+from agentlab_sched import errors, limits, messages
 from agentlab_sched.database import queries
 from agentlab_sched.errors import SchedError, ValidationError
 from agentlab_sched.firing import hooks
@@ -449,6 +449,8 @@ async def trigger(
     ``paused``. A manual fire does not count against ``remaining_runs`` and is allowed at 0.
     """
     settings = settings or Settings.from_env()
+    if inputs is not None:
+        limits.check_inputs(inputs, limit="trigger_inputs_bytes")  # before sending it
     async with conn.transaction():
         rid = await _request(
             conn,

@@ -78,6 +78,10 @@ MESSAGES.update(
             "{field}: {length} characters is more than the {max} allowed",
             "「{field}」有 {length} 个字符,超过上限 {max}",
         ),
+        "schedule.too_large": (
+            "{field}: {size} bytes is more than the {max} allowed",
+            "「{field}」有 {size} 字节,超过上限 {max}",
+        ),
         "schedule.control_char": (
             "{field}: character {position} is an invisible control character ({char}); remove it",
             "「{field}」的第 {position} 个字符是不可见的控制字符({char}),请删除",

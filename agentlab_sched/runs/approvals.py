@@ -43,7 +43,8 @@ class AwaitApproval(Exception):
 async def ask_once(title: str, inputs: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Pause the current run for approval once; in the next segment, return what the approver said.
 
-    Returns ``{"approved_by", "approved_at", "comment", "inputs"}`` (``inputs`` as given when asking).
+    Returns ``{"approved_by", "approved_label", "approved_at", "comment", "inputs"}``: the database role
+    that approved, the name it gave, the database's time, and ``inputs`` as given when asking.
     Raises :class:`AwaitApproval` in the first segment (let it propagate), and
     :class:`~agentlab_sched.context.NoRunContext` outside a run.
     """
@@ -54,6 +55,7 @@ async def ask_once(title: str, inputs: Mapping[str, Any] | None = None) -> dict[
     saved = run.state if isinstance(run.state, dict) else {}
     return {
         "approved_by": approval.decided_by,
+        "approved_label": approval.decided_label,
         "approved_at": approval.decided_at.isoformat() if approval.decided_at else None,
         "comment": approval.comment,
         "inputs": saved.get("inputs", dict(inputs or {})),

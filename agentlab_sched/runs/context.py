@@ -51,10 +51,13 @@ class Approval:
     state: Any
     #: ``pending``, ``approved`` or ``rejected``.
     status: str
+    #: The database role that decided (its login role, recorded by the database).
     decided_by: str | None
     decided_at: datetime | None
     comment: str | None
     created_at: datetime
+    #: The name the decider gave (``runs approve --by``), kept as a label beside ``decided_by``.
+    decided_label: str | None = None
 
     @classmethod
     def from_data(cls, data: dict[str, Any]) -> Approval:
@@ -67,6 +70,7 @@ class Approval:
             state=data.get("state"),
             status=data["status"],
             decided_by=data.get("decided_by"),
+            decided_label=data.get("decided_label"),
             decided_at=_time(data.get("decided_at")),
             comment=data.get("comment"),
             created_at=_time(data["created_at"]),  # type: ignore[arg-type]

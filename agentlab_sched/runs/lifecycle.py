@@ -229,30 +229,31 @@ async def _act(conn: psycopg.AsyncConnection[Any], query: str, ref: str | uuid.U
 async def approve(
     conn: psycopg.AsyncConnection[Any],
     run: str | uuid.UUID,
-    by: str,
+    by: str | None = None,
     comment: str | None = None,
     segment: int | None = None,
-    *,
-    now: datetime | None = None,
 ) -> Run:
     """Approve the pending approval of ``run`` (of ``segment``, when given): the run continues in a new
     job, its next segment receiving its state and this approval. Conflict when it is not waiting, was
-    decided already, or waits on another segment."""
-    await _act(conn, "approve", run, {"by": by, "comment": comment, "segment": segment, "now": now})
+    decided already, or waits on another segment.
+
+    The approval records the connection's database role and the database clock; ``by`` (a person's name,
+    say) is kept beside them as a label.
+    """
+    await _act(conn, "approve", run, {"by": by, "comment": comment, "segment": segment})
     return await get_run(conn, run)
 
 
 async def reject(
     conn: psycopg.AsyncConnection[Any],
     run: str | uuid.UUID,
-    by: str,
+    by: str | None = None,
     comment: str | None = None,
     segment: int | None = None,
-    *,
-    now: datetime | None = None,
 ) -> Run:
-    """Reject the pending approval of ``run``: the run is cancelled (its error says who and why)."""
-    await _act(conn, "reject", run, {"by": by, "comment": comment, "segment": segment, "now": now})
+    """Reject the pending approval of ``run``: the run is cancelled (its error says who and why); recorded
+    as :func:`approve` records."""
+    await _act(conn, "reject", run, {"by": by, "comment": comment, "segment": segment})
     return await get_run(conn, run)
 
 

@@ -37,7 +37,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from agentlab_sched import errors
+from agentlab_sched import errors, limits
 from agentlab_sched._plain import plain
 from agentlab_sched.database import queries
 from agentlab_sched.errors import Conflict, NotFound, SchedError
@@ -175,12 +175,15 @@ class ScheduleStatus(_Record):
     webhook: str | None
 
 
-def _check_cron_and_zone(cron_expr: str | None, timezone: str | None) -> None:
-    """The same checks the database makes, made here first (the same messages)."""
+def _check_cron_and_zone(cron_expr: str | None, timezone: str | None, inputs: Any = None) -> None:
+    """The same checks the database makes, made here first (the same messages); inputs over their size
+    limit are refused before they are sent."""
     if cron_expr is not None:
         cronlib.parse(cron_expr)
     if timezone is not None:
         cronlib.check_timezone(timezone)
+    if inputs is not None:
+        limits.check_inputs(inputs)
 
 
 async def _replan(conn: psycopg.AsyncConnection[Any], schedule_id: int, now: datetime | None) -> None:
@@ -246,7 +249,7 @@ async def schedule(
     ``now`` (default: the database clock) is the instant the next fire is planned after.
     """
     params = _arguments(locals(), inputs={} if inputs is None else inputs)
-    _check_cron_and_zone(cron, timezone)
+    _check_cron_and_zone(cron, timezone, inputs)
     async with conn.transaction():
         sid = await _call(conn, "schedule", params)
         await _replan(conn, sid, now)
@@ -306,7 +309,7 @@ async def create(
     unknown = set(options) - set(OPTIONS)
     if unknown:
         raise TypeError(f"create() got unexpected keyword arguments: {', '.join(sorted(unknown))}")
-    _check_cron_and_zone(cron, timezone)
+    _check_cron_and_zone(cron, timezone, inputs)
     params = _arguments(options, name=name, cron=cron, task=task, inputs={} if inputs is None else inputs)
     params["timezone"] = timezone
     async with conn.transaction():
@@ -356,7 +359,7 @@ async def alter(
     definition's first due time after ``now``; enabling plans the first fire after ``now``.
     """
     params = _arguments(locals(), clear=list(clear) or None)
-    _check_cron_and_zone(cron, timezone)
+    _check_cron_and_zone(cron, timezone, inputs)
     async with conn.transaction():
         await _call(conn, "alter_schedule", params)
         current = await _fetch(conn, new_name or name)

@@ -58,7 +58,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim
 
-from agentlab_sched import messages
+from agentlab_sched import limits, messages
 from agentlab_sched.errors import ValidationError
 
 __all__ = ["DST_GAP", "DST_REPEAT", "MACROS", "Cron", "DstGap", "DstRepeat", "Upcoming", "check_timezone", "parse"]
@@ -398,6 +398,7 @@ def parse(expr: str, *, dst_gap: DstGap = "shift", dst_repeat: DstRepeat = "firs
     """
     if dst_gap not in DST_GAP or dst_repeat not in DST_REPEAT:
         raise ValueError(f"cron: unknown DST policy {dst_gap!r} / {dst_repeat!r}")
+    limits.check_cron_length(expr)  # before any parsing: a huge expression would take seconds
     return _with_policy(expr, dst_gap, dst_repeat)
 
 

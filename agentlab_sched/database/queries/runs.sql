@@ -39,7 +39,7 @@ LIMIT %(limit)s
 
 -- name: run_approvals
 -- Every approval point of run %(id)s, oldest first (context.Approval).
-SELECT id, run_id, segment, title, state, status, decided_by, decided_at, comment, created_at
+SELECT id, run_id, segment, title, state, status, decided_by, decided_label, decided_at, comment, created_at
 FROM agentlab_sched.approvals WHERE run_id = %(id)s ORDER BY segment
 
 -- name: list_fires
@@ -59,14 +59,13 @@ LIMIT %(limit)s
 SELECT EXISTS (SELECT FROM agentlab_sched.schedules WHERE name = %(name)s) AS found
 
 -- name: approve
--- Approve the pending approval of run %(run)s (of %(segment)s when given) by %(by)s.
-SELECT agentlab_sched.approve(%(run)s, %(by)s::text, %(comment)s::text, %(segment)s::int,
-                              coalesce(%(now)s::timestamptz, now())) AS value
+-- Approve the pending approval of run %(run)s (of %(segment)s when given); %(by)s is a label, the database
+-- records the session's role and its own clock.
+SELECT agentlab_sched.approve(%(run)s, %(by)s::text, %(comment)s::text, %(segment)s::int) AS value
 
 -- name: reject
--- Reject the pending approval of run %(run)s: it is cancelled.
-SELECT agentlab_sched.reject(%(run)s, %(by)s::text, %(comment)s::text, %(segment)s::int,
-                             coalesce(%(now)s::timestamptz, now())) AS value
+-- Reject the pending approval of run %(run)s: it is cancelled (recorded as approve records).
+SELECT agentlab_sched.reject(%(run)s, %(by)s::text, %(comment)s::text, %(segment)s::int) AS value
 
 -- name: resume_run
 -- Re-queue suspended run %(run)s.

@@ -104,3 +104,23 @@ BEGIN
         DETAIL = jsonb_build_object('code', code, 'field', field, 'params', params)::text;
 END
 $$;
+
+-- A size limit (agentlab_sched/limits.py, copied into config as limit.<name> by migrate).
+CREATE OR REPLACE FUNCTION agentlab_sched.size_limit(name text) RETURNS integer
+LANGUAGE sql STABLE AS $$
+    SELECT c.value::integer FROM agentlab_sched.config c WHERE c.key = 'limit.' || name
+$$;
+
+-- Refuse a JSON value larger than the limit `limit_name` (bytes of its text), naming `field`.
+CREATE OR REPLACE FUNCTION agentlab_sched.check_size(field text, value jsonb, limit_name text) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    size integer := octet_length(value::text);
+    most integer := agentlab_sched.size_limit(limit_name);
+BEGIN
+    IF size > most THEN
+        PERFORM agentlab_sched.fail('schedule.too_large', field, jsonb_build_object(
+            'field', jsonb_build_object('msg', 'schedule.field.' || field), 'size', size, 'max', most));
+    END IF;
+END
+$$;

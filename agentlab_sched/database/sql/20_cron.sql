@@ -380,8 +380,15 @@ $$;
 CREATE OR REPLACE FUNCTION agentlab_sched.check_cron(expr text) RETURNS void
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    problem jsonb := agentlab_sched.cron_problem(expr);
+    problem jsonb;
 BEGIN
+    -- Checked before it is parsed: a huge expression would take seconds (agentlab_sched/limits.py).
+    IF char_length(expr) > agentlab_sched.size_limit('cron_chars') THEN
+        PERFORM agentlab_sched.fail('schedule.too_long', 'cron', jsonb_build_object(
+            'field', agentlab_sched.field_term('cron'), 'length', char_length(expr),
+            'max', agentlab_sched.size_limit('cron_chars')));
+    END IF;
+    problem := agentlab_sched.cron_problem(expr);
     IF problem IS NOT NULL THEN
         PERFORM agentlab_sched.fail(problem ->> 'code', 'cron', problem -> 'params');
     END IF;

@@ -278,6 +278,8 @@ BEGIN
                 'field', agentlab_sched.field_term('inputs'),
                 'type', jsonb_build_object('msg', 'schedule.json.' || jsonb_typeof(NEW.inputs))));
         END IF;
+        -- Copied into every fire (ledger row, run, job): kept small.
+        PERFORM agentlab_sched.check_size('inputs', NEW.inputs, 'inputs_bytes');
         -- Placeholders ({{ schedule.date }}, ...) must be known to the renderer (40_firing.sql).
         PERFORM agentlab_sched.check_inputs(NEW.inputs);
     END IF;
@@ -323,7 +325,8 @@ BEGIN
     END IF;
     -- What the webhook's URL may be shown as (made by Python from the URL): short and printable.
     IF ins OR NEW.webhook_url_hint IS DISTINCT FROM OLD.webhook_url_hint THEN
-        PERFORM agentlab_sched.validate_text('webhook_url_hint', NEW.webhook_url_hint, 300, false);
+        PERFORM agentlab_sched.validate_text('webhook_url_hint', NEW.webhook_url_hint,
+                                             agentlab_sched.size_limit('webhook_url_hint_chars'), false);
     END IF;
     -- URL and secret are Fernet ciphertext made in Python with a key the database never holds.
     IF (ins OR NEW.webhook_url_enc IS DISTINCT FROM OLD.webhook_url_enc)

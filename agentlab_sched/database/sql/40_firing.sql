@@ -619,6 +619,7 @@ BEGIN
             'type', jsonb_build_object('msg', 'schedule.json.' || jsonb_typeof(inputs))));
     END IF;
     IF inputs IS NOT NULL THEN
+        PERFORM agentlab_sched.check_size('inputs', inputs, 'trigger_inputs_bytes');
         PERFORM agentlab_sched.check_inputs(inputs);
         -- Other inputs for a built-in task are checked as its own would be (who may run SQL as whom).
         PERFORM agentlab_sched.check_task_inputs(

@@ -126,7 +126,9 @@ BEGIN
         tz := coalesce(tz, 'UTC');
         PERFORM agentlab_sched.fail('run.already_decided', 'run_id', jsonb_build_object(
             'run', agentlab_sched.run_ref(r.id), 'segment', a.segment,
-            'decision', agentlab_sched.status_term('approval', a.status), 'by', a.decided_by,
+            'decision', agentlab_sched.status_term('approval', a.status),
+            'by', CASE WHEN a.decided_label IS NULL OR a.decided_label = a.decided_by THEN a.decided_by
+                       ELSE a.decided_label || ' (' || a.decided_by || ')' END,
             'at', agentlab_sched.local_time_text(date_trunc('second', a.decided_at), tz), 'timezone', tz));
     END IF;
     RETURN a;
@@ -202,7 +204,7 @@ BEGIN
     VALUES (await_approval.run_id, seg, title, await_approval.state, job)
     ON CONFLICT ON CONSTRAINT approvals_run_id_segment_key DO UPDATE
         SET title = excluded.title, state = excluded.state, job_id = excluded.job_id, status = 'pending',
-            decided_by = NULL, decided_at = NULL, comment = NULL, created_at = now();
+            decided_by = NULL, decided_label = NULL, decided_at = NULL, comment = NULL, created_at = now();
     RETURN seg;
 END
 $$;
@@ -270,12 +272,25 @@ $$;
 -- Approvals
 -- ------------------------------------------------------------------------------------------------
 
+-- approve() and reject() no longer take the caller's clock: a decision is made at the database's time.
+DROP FUNCTION IF EXISTS agentlab_sched.approve(uuid, text, text, integer, timestamptz);
+DROP FUNCTION IF EXISTS agentlab_sched.reject(uuid, text, text, integer, timestamptz);
+
+-- Who decided, in words: the login role that decided (session_user, what approvals.decided_by records),
+-- with the name a caller gave ("alice" from `runs approve --by alice`) before it when that says more.
+CREATE OR REPLACE FUNCTION agentlab_sched.decider(label text) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN label IS NULL OR label = session_user THEN session_user::text
+                ELSE label || ' (' || session_user || ')' END
+$$;
+
 -- Approve the pending approval of a run (of `segment`, when given: a stale segment is refused): the
 -- run continues in a new job, its next segment receiving its state and this approval. Until that job
--- starts the run still counts as awaiting approval (overlap, reasons). Returns the new job's id.
-CREATE OR REPLACE FUNCTION agentlab_sched.approve(run_id uuid, by text DEFAULT current_user,
-                                                  comment text DEFAULT NULL, segment integer DEFAULT NULL,
-                                                  now timestamptz DEFAULT now())
+-- starts the run still counts as awaiting approval (overlap, reasons). The approval records the login
+-- role (session_user) and the database clock; `by` is kept as a label (decided_label). Returns the new
+-- job's id.
+CREATE OR REPLACE FUNCTION agentlab_sched.approve(run_id uuid, by text DEFAULT NULL,
+                                                  comment text DEFAULT NULL, segment integer DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -283,22 +298,23 @@ DECLARE
     a agentlab_sched.approvals;
     jid bigint;
 BEGIN
-    PERFORM agentlab_sched.check_decision(by, comment, segment);
+    PERFORM agentlab_sched.check_decision(coalesce(by, session_user), comment, segment);
     r := agentlab_sched.lock_run(run_id);
     a := agentlab_sched.pending_approval(r, segment);
     UPDATE agentlab_sched.approvals x
-    SET status = 'approved', decided_by = by, decided_at = now, comment = approve.comment
+    SET status = 'approved', decided_by = session_user, decided_label = approve.by, decided_at = now(),
+        comment = approve.comment
     WHERE x.id = a.id;
     jid := agentlab_sched.defer_run_job(r);
-    UPDATE agentlab_sched.runs x SET job_id = jid, updated_at = now WHERE x.id = r.id;
+    UPDATE agentlab_sched.runs x SET job_id = jid, updated_at = now() WHERE x.id = r.id;
     RETURN jid;
 END
 $$;
 
--- Reject the pending approval of a run: the run is cancelled, its error saying who rejected it and why.
-CREATE OR REPLACE FUNCTION agentlab_sched.reject(run_id uuid, by text DEFAULT current_user,
-                                                 comment text DEFAULT NULL, segment integer DEFAULT NULL,
-                                                 now timestamptz DEFAULT now())
+-- Reject the pending approval of a run: the run is cancelled, its error saying who rejected it and why
+-- (recorded as approve() records).
+CREATE OR REPLACE FUNCTION agentlab_sched.reject(run_id uuid, by text DEFAULT NULL,
+                                                 comment text DEFAULT NULL, segment integer DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql
 SET search_path = public, pg_temp
@@ -306,19 +322,21 @@ AS $$
 DECLARE
     r agentlab_sched.runs;
     a agentlab_sched.approvals;
+    who text := agentlab_sched.decider(reject.by);
 BEGIN
-    PERFORM agentlab_sched.check_decision(by, comment, segment);
+    PERFORM agentlab_sched.check_decision(coalesce(by, session_user), comment, segment);
     r := agentlab_sched.lock_run(run_id);
     a := agentlab_sched.pending_approval(r, segment);
     UPDATE agentlab_sched.approvals x
-    SET status = 'rejected', decided_by = by, decided_at = now, comment = reject.comment
+    SET status = 'rejected', decided_by = session_user, decided_label = reject.by, decided_at = now(),
+        comment = reject.comment
     WHERE x.id = a.id;
     UPDATE agentlab_sched.runs x
-    SET status = 'cancelled', finished_at = now, cancelled_by = by, deadline_at = NULL, abort_reason = 'rejected',
+    SET status = 'cancelled', finished_at = now(), cancelled_by = who, deadline_at = NULL, abort_reason = 'rejected',
         error = CASE WHEN nullif(btrim(reject.comment), '') IS NULL
-                     THEN agentlab_sched.msg('run.rejected_by', jsonb_build_object('by', by))
-                     ELSE agentlab_sched.msg('run.rejected_by_saying', jsonb_build_object('by', by, 'comment', reject.comment)) END,
-        error_code = 'run.rejected', updated_at = now
+                     THEN agentlab_sched.msg('run.rejected_by', jsonb_build_object('by', who))
+                     ELSE agentlab_sched.msg('run.rejected_by_saying', jsonb_build_object('by', who, 'comment', reject.comment)) END,
+        error_code = 'run.rejected', updated_at = now()
     WHERE x.id = r.id;
     RETURN 'cancelled';
 END

@@ -1,0 +1,54 @@
+"""Size limits (docs/security.md): one definition, checked by Python and, copied by migrate into
+``agentlab_sched.config`` (``limit.<name>``), by SQL (``agentlab_sched.size_limit(name)``).
+
+They keep every schedule small: its inputs are copied into each fire's ledger row, run and job, and a
+huge cron expression takes seconds to check.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from agentlab_sched.errors import ValidationError
+from agentlab_sched.messages import term
+
+#: name -> the limit. Bytes are of the JSON text (UTF-8); characters are Unicode characters.
+LIMITS: dict[str, int] = {
+    # a schedule's input template (copied into every fire: ledger row, run, Procrastinate job)
+    "inputs_bytes": 64 * 1024,
+    # the inputs one trigger() gives instead of the schedule's
+    "trigger_inputs_bytes": 64 * 1024,
+    # a cron expression
+    "cron_chars": 1000,
+    # what may be shown of a webhook URL (webhook_url_hint)
+    "webhook_url_hint_chars": 300,
+}
+
+
+def json_size(value: Any) -> int:
+    """The size in bytes of ``value`` as JSON text, as PostgreSQL writes jsonb (``", "`` and ``": "``)."""
+    return len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8"))
+
+
+def check_inputs(value: Mapping[str, Any] | Any, *, limit: str = "inputs_bytes") -> None:
+    """Refuse inputs larger than ``LIMITS[limit]`` (a ValidationError naming ``inputs``)."""
+    size = json_size(value)
+    if size > LIMITS[limit]:
+        raise ValidationError(
+            "schedule.too_large", "inputs", field=term("schedule.field.inputs"), size=size, max=LIMITS[limit]
+        )
+
+
+def check_cron_length(expr: str) -> None:
+    """Refuse a cron expression longer than ``LIMITS["cron_chars"]`` before it is parsed."""
+    if isinstance(expr, str) and len(expr) > LIMITS["cron_chars"]:
+        raise ValidationError(
+            "schedule.too_long", "cron", field=term("schedule.field.cron"), length=len(expr), max=LIMITS["cron_chars"]
+        )
+
+
+def catalog_rows() -> list[tuple[str, str]]:
+    """(key, value) rows of ``agentlab_sched.config`` for the database's copy (written by migrate)."""
+    return [(f"limit.{name}", str(value)) for name, value in LIMITS.items()]
