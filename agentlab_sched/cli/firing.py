@@ -12,6 +12,7 @@ from rich.text import Text
 
 from agentlab_sched import messages
 from agentlab_sched.cli import common
+from agentlab_sched.database import queries
 from agentlab_sched.errors import NotFound
 from agentlab_sched.firing import tick
 
@@ -65,8 +66,7 @@ def _exit_status(outcomes: list[tick.FireOutcome]) -> None:
 
 
 async def _timezone(conn: Any, name: str) -> str:
-    cur = await conn.execute("SELECT timezone FROM agentlab_sched.schedules WHERE name = %s", (name,))
-    row = await cur.fetchone()
+    row = await queries.one(conn, "schedule_timezone", {"name": name})
     if row is None:
         raise NotFound("schedule.not_found", "name", name=name)
     return row["timezone"]

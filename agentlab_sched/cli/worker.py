@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from agentlab_sched.cli import common
+from agentlab_sched.database import queries
 
 console = Console()
 
@@ -101,12 +102,7 @@ async def _seed(url: str) -> None:
     conn = await db.connect(url)
     try:
         for spec in DEMO_SCHEDULES:
-            await conn.execute(
-                """INSERT INTO agentlab_sched.schedules (name, cron, task, inputs, timezone)
-                   VALUES (%s, %s, %s, %s::jsonb, 'UTC')
-                   ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, enabled = true, replan = 'now'""",
-                (spec["name"], spec["cron"], spec["task"], json.dumps(spec["inputs"])),
-            )
+            await queries.execute(conn, "seed_demo_schedule", {**spec, "inputs": json.dumps(spec["inputs"])})
         await tick.replan(conn)
     finally:
         await conn.close()
@@ -141,15 +137,8 @@ async def _dev(url: str, duration: float) -> None:
 
 async def _changes(conn: Any, seen: dict[str, str]) -> list[Text]:
     """One line per fire recorded and per run status change since the last call: the live view."""
-    cur = await conn.execute(
-        """SELECT f.id, f.fire_at, s.name, f.kind, f.status, f.reason, r.id::text AS run_id, r.status AS run_status
-           FROM agentlab_sched.fires f JOIN agentlab_sched.schedules s ON s.id = f.schedule_id
-           LEFT JOIN agentlab_sched.runs r ON r.id = f.run_id
-           WHERE f.created_at > now() - interval '1 minute'
-           ORDER BY f.id"""
-    )
     lines = []
-    for row in await cur.fetchall():
+    for row in await queries.rows(conn, "recent_fires"):
         key = f"fire:{row['id']}"
         run = f" run #{row['run_id'][:6]}" if row["run_id"] else ""
         name = common.safe(row["name"])  # user text: shown as written, never read as markup
@@ -178,20 +167,13 @@ async def _doctor(database: Any, settings: Any) -> None:
     console.print(common.cell(f"database: {database.origin}"))
     conn = await db.connect(database.url)
     try:
-        version = (await (await conn.execute("SHOW server_version")).fetchone())["server_version"]
+        version = await queries.value(conn, "server_version")
         console.print(f"PostgreSQL {version}", highlight=False)
-        cur = await conn.execute("SELECT count(*) AS n FROM agentlab_sched.schema_migrations")
-        console.print(f"migrations applied: {(await cur.fetchone())['n']}", highlight=False)
-        cur = await conn.execute(
-            "SELECT count(*) AS n FROM procrastinate_workers WHERE last_heartbeat > now() - interval '30 seconds'"
-        )
-        console.print(f"live workers: {(await cur.fetchone())['n']}", highlight=False)
-        cur = await conn.execute(
-            """SELECT count(*) AS n FROM agentlab_sched.schedules
-               WHERE enabled AND next_run_at < now() - interval '60 seconds'"""
-        )
-        overdue = (await cur.fetchone())["n"]
-        console.print(f"overdue schedules: {overdue}", highlight=False)
+        counts = await queries.one(conn, "doctor_counts")
+        assert counts is not None
+        console.print(f"migrations applied: {counts['migrations']}", highlight=False)
+        console.print(f"live workers: {counts['workers']}", highlight=False)
+        console.print(f"overdue schedules: {counts['overdue']}", highlight=False)
         for problem in await key_problems(conn, settings):
             console.print(Text(problem.message(settings.locale), style="yellow"))
     finally:

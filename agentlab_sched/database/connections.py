@@ -10,6 +10,7 @@ import procrastinate
 import psycopg
 from psycopg.rows import dict_row
 
+from agentlab_sched.database import queries
 from agentlab_sched.settings import Settings
 
 
@@ -61,7 +62,7 @@ async def scheduler_connection(app: procrastinate.App, settings: Settings) -> As
         previous = conn.row_factory
         conn.row_factory = dict_row
         try:
-            await conn.execute("SELECT set_config('agentlab_sched.locale', %s, false)", (settings.locale,))
+            await queries.execute(conn, "set_locale", {"locale": settings.locale})
             yield conn
         finally:
             conn.row_factory = previous

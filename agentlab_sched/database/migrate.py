@@ -22,8 +22,10 @@ from pathlib import Path
 import psycopg
 
 from agentlab_sched import errors, limits, messages
+from agentlab_sched.database import queries
 from agentlab_sched.errors import SchedError
 from agentlab_sched.schedules import options
+from agentlab_sched.settings import Settings
 
 PACKAGE_DIR = Path(__file__).parent
 MIGRATIONS_DIR = PACKAGE_DIR / "migrations"
@@ -88,20 +90,15 @@ def migrate(
     report = MigrateReport(cron_schema=cron_schema)
     with psycopg.connect(url, autocommit=False) as conn:
         with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
-            conn.execute("SET LOCAL client_min_messages = warning")
-            conn.execute("CREATE SCHEMA IF NOT EXISTS agentlab_sched")
-            conn.execute(
-                """CREATE TABLE IF NOT EXISTS agentlab_sched.schema_migrations (
-                       name text PRIMARY KEY,
-                       checksum text NOT NULL,
-                       applied_at timestamptz NOT NULL DEFAULT now())"""
-            )
-            applied = dict(conn.execute("SELECT name, checksum FROM agentlab_sched.schema_migrations").fetchall())
+            queries.execute_sync(conn, "migrate_lock", {"key": LOCK_KEY})
+            queries.execute_sync(conn, "quiet_notices")
+            queries.execute_sync(conn, "create_schema")
+            queries.execute_sync(conn, "create_migrations_table")
+            applied = {r["name"]: r["checksum"] for r in queries.rows_sync(conn, "applied_migrations")}
             _procrastinate(conn, applied, report)
             _ours(conn, applied, report)
             for path in sorted(SQL_DIR.glob("*.sql")):
-                conn.execute(path.read_text(encoding="utf-8"))
+                queries.run_script_sync(conn, path.read_text(encoding="utf-8"))
                 report.sql_files.append(path.name)
             _catalogue(conn, locale, on_time_window)
             if cron_schema:
@@ -112,10 +109,9 @@ def migrate(
 
 def _procrastinate(conn: psycopg.Connection, applied: dict[str, str], report: MigrateReport) -> None:
     files = _procrastinate_migrations()
-    has_schema = conn.execute("SELECT to_regclass('public.procrastinate_jobs') IS NOT NULL").fetchone()[0]
-    if not has_schema:
+    if not queries.value_sync(conn, "has_procrastinate"):
         schema = (resources.files("procrastinate.sql") / "schema.sql").read_text(encoding="utf-8")
-        conn.execute(schema)
+        queries.run_script_sync(conn, schema)
         report.procrastinate.append("schema.sql")
         pending = files  # the full schema already contains every migration: record them only
         run = False
@@ -127,11 +123,10 @@ def _procrastinate(conn: psycopg.Connection, applied: dict[str, str], report: Mi
     for path in pending:
         text = path.read_text(encoding="utf-8")
         if run:
-            conn.execute(text)
+            queries.run_script_sync(conn, text)
             report.procrastinate.append(path.name)
-        conn.execute(
-            "INSERT INTO agentlab_sched.schema_migrations (name, checksum) VALUES (%s, %s)",
-            (f"procrastinate/{path.name}", checksum(text)),
+        queries.execute_sync(
+            conn, "record_migration", {"name": f"procrastinate/{path.name}", "checksum": checksum(text)}
         )
 
 
@@ -142,56 +137,27 @@ def _ours(conn: psycopg.Connection, applied: dict[str, str], report: MigrateRepo
         name = path.name
         if name in applied:
             if applied[name] in FORMER_CHECKSUMS.get(name, ()):
-                conn.execute(
-                    "UPDATE agentlab_sched.schema_migrations SET checksum = %s WHERE name = %s", (digest, name)
-                )
+                queries.execute_sync(conn, "update_migration_checksum", {"name": name, "checksum": digest})
             elif applied[name] != digest:
                 raise SchedError("migrate.changed", "migrations", file=name)
             continue
-        conn.execute(text)
-        conn.execute("INSERT INTO agentlab_sched.schema_migrations (name, checksum) VALUES (%s, %s)", (name, digest))
+        queries.run_script_sync(conn, text)
+        queries.execute_sync(conn, "record_migration", {"name": name, "checksum": digest})
         report.applied.append(name)
 
 
 def _catalogue(conn: psycopg.Connection, locale: str | None, on_time_window: float | None) -> None:
-    conn.execute("DELETE FROM agentlab_sched.messages")
-    with conn.cursor() as cur:
-        cur.executemany(
-            "INSERT INTO agentlab_sched.messages (code, locale, template) VALUES (%s, %s, %s)",
-            messages.catalog_rows(),
-        )
-    conn.execute("DELETE FROM agentlab_sched.error_codes")
-    with conn.cursor() as cur:
-        cur.executemany(
-            "INSERT INTO agentlab_sched.error_codes (code, sqlstate) VALUES (%s, %s)", errors.registry_rows()
-        )
-    conn.execute("DELETE FROM agentlab_sched.schedule_options")
-    with conn.cursor() as cur:
-        cur.executemany(
-            """INSERT INTO agentlab_sched.schedule_options (position, name, sql_type, default_value, required,
-                   clearable, choices, min_value, max_value, max_length, one_word, positive)
-               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)""",
-            options.catalog_rows(),
-        )
-    with conn.cursor() as cur:  # the size limits SQL checks by (agentlab_sched.size_limit)
-        cur.executemany(
-            """INSERT INTO agentlab_sched.config (key, value) VALUES (%s, %s)
-               ON CONFLICT (key) DO UPDATE SET value = excluded.value""",
-            limits.catalog_rows(),
-        )
+    queries.execute_sync(conn, "clear_messages")
+    queries.execute_many_sync(conn, "insert_message", messages.catalog_rows())
+    queries.execute_sync(conn, "clear_error_codes")
+    queries.execute_many_sync(conn, "insert_error_code", errors.registry_rows())
+    queries.execute_sync(conn, "clear_schedule_options")
+    queries.execute_many_sync(conn, "insert_schedule_option", options.catalog_rows())
+    # The size limits SQL checks by (agentlab_sched.size_limit).
+    queries.execute_many_sync(conn, "set_config", [{"key": k, "value": v} for k, v in limits.catalog_rows()])
     if locale:
-        conn.execute(
-            """INSERT INTO agentlab_sched.config (key, value) VALUES ('locale', %s)
-               ON CONFLICT (key) DO UPDATE SET value = excluded.value""",
-            (messages.normalise_locale(locale),),
-        )
+        queries.execute_sync(conn, "set_config", {"key": "locale", "value": messages.normalise_locale(locale)})
     if on_time_window is None:
-        from agentlab_sched.settings import Settings
-
         on_time_window = Settings.from_env().on_time_window
     # The overdue view reads it: the database has no environment.
-    conn.execute(
-        """INSERT INTO agentlab_sched.config (key, value) VALUES ('on_time_window_seconds', %s)
-           ON CONFLICT (key) DO UPDATE SET value = excluded.value""",
-        (str(int(on_time_window)),),
-    )
+    queries.execute_sync(conn, "set_config", {"key": "on_time_window_seconds", "value": str(int(on_time_window))})

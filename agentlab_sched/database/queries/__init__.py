@@ -7,9 +7,10 @@ header naming it, then comment lines saying what it does::
     -- The schedules due at %(now)s (and those to re-plan), locked for this tick.
     SELECT * FROM agentlab_sched.claim_due(%(now)s, %(batch)s)
 
-Parameters are psycopg's named placeholders (``%(now)s``). A statement that must name a database
-object (``CREATE DATABASE``) writes it as ``{database}``; the caller passes ``identifiers=`` and it is
-quoted as an identifier here (the only place the package composes SQL).
+Parameters are psycopg's named placeholders (``%(now)s``; ``%s`` for rows inserted from tuples). A
+statement that must name a database object (``CREATE DATABASE``) writes it as ``{database}``; the
+caller passes ``identifiers=`` and it is quoted as an identifier here (the only place the package
+composes SQL). Whole SQL files (migrations, ``sql/``) run through :func:`run_script_sync`.
 
 Rows come as dicts, or as instances of a class when one is given (psycopg's ``class_row``: the columns
 must be the class's fields, a mismatch fails loudly). The functions take a psycopg connection, async or
@@ -22,7 +23,7 @@ Tests may write SQL freely; the package's modules write none.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, LiteralString, TypeVar, cast, overload
@@ -46,13 +47,14 @@ __all__ = [
     "one_sync",
     "rows",
     "rows_sync",
+    "run_script_sync",
     "text",
     "value",
     "value_sync",
 ]
 
 T = TypeVar("T")
-Params = Mapping[str, Any] | None
+Params = Mapping[str, Any] | Sequence[Any] | None
 AsyncConn = psycopg.AsyncConnection[Any]
 Conn = psycopg.Connection[Any]
 
@@ -118,7 +120,7 @@ async def execute(
         return cur.rowcount
 
 
-async def execute_many(conn: AsyncConn, name: str, params: Iterable[Mapping[str, Any]]) -> None:
+async def execute_many(conn: AsyncConn, name: str, params: Iterable[Mapping[str, Any] | Sequence[Any]]) -> None:
     """Run statement ``name`` once per parameter set (one pipeline)."""
     async with conn.cursor() as cur:
         await cur.executemany(_query(name, None), params)
@@ -166,7 +168,7 @@ def execute_sync(conn: Conn, name: str, params: Params = None, *, identifiers: M
         return cur.rowcount
 
 
-def execute_many_sync(conn: Conn, name: str, params: Iterable[Mapping[str, Any]]) -> None:
+def execute_many_sync(conn: Conn, name: str, params: Iterable[Mapping[str, Any] | Sequence[Any]]) -> None:
     """:func:`execute_many` on a sync connection."""
     with conn.cursor() as cur:
         cur.executemany(_query(name, None), params)
@@ -192,6 +194,12 @@ def value_sync(conn: Conn, name: str, params: Params = None) -> Any:
     if found is None:
         raise LookupError(f"query {name} returned no row")
     return next(iter(found.values()))
+
+
+def run_script_sync(conn: Conn, script: str) -> None:
+    """Run a whole SQL file (a migration, a ``sql/`` file, Procrastinate's schema): no parameters."""
+    # The files are part of the package (or of Procrastinate's), as trusted as a literal in its source.
+    conn.execute(cast(LiteralString, script))
 
 
 # ---------------------------------------------------------------------------------- Procrastinate

@@ -1,0 +1,109 @@
+-- The database itself: migrate (database/migrate.py), the embedded server (database/embedded.py), the
+-- connections (database/connections.py), and the CLI's doctor and dev commands (cli/worker.py).
+
+-- name: migrate_lock
+-- One migrate at a time (for this transaction): "agentlab-sched migrate" as a number.
+SELECT pg_advisory_xact_lock(%(key)s)
+
+-- name: quiet_notices
+-- No NOTICE for every IF NOT EXISTS of a migrate (this transaction only).
+SET LOCAL client_min_messages = warning
+
+-- name: create_schema
+-- The schema everything of ours lives in.
+CREATE SCHEMA IF NOT EXISTS agentlab_sched
+
+-- name: create_migrations_table
+-- The record of the migration files applied (ours and Procrastinate's), each with its checksum.
+CREATE TABLE IF NOT EXISTS agentlab_sched.schema_migrations (
+    name text PRIMARY KEY,
+    checksum text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now())
+
+-- name: applied_migrations
+-- The migration files applied, with their checksums.
+SELECT name, checksum FROM agentlab_sched.schema_migrations
+
+-- name: has_procrastinate
+-- Whether Procrastinate's schema is there.
+SELECT to_regclass('public.procrastinate_jobs') IS NOT NULL AS present
+
+-- name: record_migration
+-- Migration file %(name)s was applied (its checksum %(checksum)s).
+INSERT INTO agentlab_sched.schema_migrations (name, checksum) VALUES (%(name)s, %(checksum)s)
+
+-- name: update_migration_checksum
+-- Migration file %(name)s now has checksum %(checksum)s (only its comments changed).
+UPDATE agentlab_sched.schema_migrations SET checksum = %(checksum)s WHERE name = %(name)s
+
+-- name: clear_messages
+-- The message catalogue is written anew by every migrate.
+DELETE FROM agentlab_sched.messages
+
+-- name: insert_message
+-- One template of the catalogue: code, locale, template.
+INSERT INTO agentlab_sched.messages (code, locale, template) VALUES (%s, %s, %s)
+
+-- name: clear_error_codes
+-- The error registry is written anew by every migrate.
+DELETE FROM agentlab_sched.error_codes
+
+-- name: insert_error_code
+-- One entry of the error registry: code, SQLSTATE.
+INSERT INTO agentlab_sched.error_codes (code, sqlstate) VALUES (%s, %s)
+
+-- name: clear_schedule_options
+-- The schedule options are written anew by every migrate.
+DELETE FROM agentlab_sched.schedule_options
+
+-- name: insert_schedule_option
+-- One schedule option (the columns of options.catalog_rows()).
+INSERT INTO agentlab_sched.schedule_options (position, name, sql_type, default_value, required, clearable,
+                                             choices, min_value, max_value, max_length, one_word, positive)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+
+-- name: set_config
+-- A deployment setting the database reads without an environment (locale, on-time window).
+INSERT INTO agentlab_sched.config (key, value) VALUES (%(key)s, %(value)s)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value
+
+-- name: database_exists
+-- Whether the server has a database named %(name)s.
+SELECT EXISTS (SELECT FROM pg_database WHERE datname = %(name)s) AS found
+
+-- name: create_database
+-- A new database {database} (an identifier, quoted by the queries module).
+CREATE DATABASE {database}
+
+-- name: set_locale
+-- The locale SQL renders this session's messages in.
+SELECT set_config('agentlab_sched.locale', %(locale)s, false)
+
+-- name: server_version
+-- The PostgreSQL version, for agentlab-sched doctor.
+SHOW server_version
+
+-- name: doctor_counts
+-- What agentlab-sched doctor reports: migrations applied, live workers, overdue schedules.
+SELECT (SELECT count(*) FROM agentlab_sched.schema_migrations) AS migrations,
+       (SELECT count(*) FROM procrastinate_workers WHERE last_heartbeat > now() - interval '30 seconds') AS workers,
+       (SELECT count(*) FROM agentlab_sched.schedules
+        WHERE enabled AND next_run_at < now() - interval '60 seconds') AS overdue
+
+-- name: seed_demo_schedule
+-- A demo schedule of agentlab-sched dev, created or brought back to its cron and enabled.
+INSERT INTO agentlab_sched.schedules (name, cron, task, inputs, timezone)
+VALUES (%(name)s, %(cron)s, %(task)s, %(inputs)s::jsonb, 'UTC')
+ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, enabled = true, replan = 'now'
+
+-- name: recent_fires
+-- The live view of agentlab-sched dev: the fires of the last minute with their runs.
+SELECT f.id, f.fire_at, s.name, f.kind, f.status, f.reason, r.id::text AS run_id, r.status AS run_status
+FROM agentlab_sched.fires f JOIN agentlab_sched.schedules s ON s.id = f.schedule_id
+LEFT JOIN agentlab_sched.runs r ON r.id = f.run_id
+WHERE f.created_at > now() - interval '1 minute'
+ORDER BY f.id
+
+-- name: schedule_timezone
+-- The time zone of schedule %(name)s.
+SELECT timezone FROM agentlab_sched.schedules WHERE name = %(name)s
