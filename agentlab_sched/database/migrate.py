@@ -102,8 +102,7 @@ def migrate(
                 report.sql_files.append(path.name)
             _catalogue(conn, locale, on_time_window)
             if cron_schema:
-                row = conn.execute("SELECT agentlab_sched.install_cron_compat(%s)", (cron_schema,)).fetchone()
-                report.cron_blocker = row[0] if row else None
+                report.cron_blocker = queries.value_sync(conn, "install_cron_compat", {"schema": cron_schema})
     return report
 
 

@@ -26,8 +26,8 @@ from typing import Any
 import procrastinate
 import psycopg
 from psycopg import conninfo
-from psycopg import sql as pgsql
 
+from agentlab_sched.database import queries
 from agentlab_sched.errors import SchedError
 from agentlab_sched.runs.context import current_run
 
@@ -95,20 +95,16 @@ async def run_sql(
     conn.add_notice_handler(keep)
     started = time.monotonic()
     try:
-        worker = (await (await conn.execute("SELECT session_user::text")).fetchone() or [""])[0]
+        worker = await queries.value(conn, "session_user")
         try:
-            await conn.execute(pgsql.SQL("SET ROLE {}").format(pgsql.Identifier(username)))
+            await queries.execute(conn, "set_role", identifiers={"username": username})
         except psycopg.Error as exc:
             raise SqlTaskError(
                 "sql.cannot_set_role", worker=worker, username=username, message=_first_line(exc)
             ) from None
-        await conn.execute(
-            "SELECT set_config('statement_timeout', (extract(epoch FROM %s::interval) * 1000)::bigint::text, false)",
-            (statement_timeout,),
-        )
-        cur = conn.cursor()
+        await queries.execute(conn, "set_statement_timeout", {"timeout": statement_timeout})
         try:
-            await cur.execute(command.encode(), prepare=False)  # bytes: never read as a %s template
+            statements = await queries.run_command(conn, command)
         except psycopg.Error as exc:
             diag = exc.diag
             raise SqlTaskError(
@@ -118,11 +114,6 @@ async def run_sql(
                 database=database,
                 username=username,
             ) from None
-        statements = []
-        while True:
-            statements.append({"status": cur.statusmessage or "", "rows": max(cur.rowcount, 0)})
-            if not cur.nextset():
-                break
     except asyncio.CancelledError:
         await conn.cancel_safe()  # an aborted run stops its statement on the server too
         raise

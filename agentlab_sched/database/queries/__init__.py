@@ -47,6 +47,7 @@ __all__ = [
     "one_sync",
     "rows",
     "rows_sync",
+    "run_command",
     "run_script_sync",
     "text",
     "value",
@@ -156,6 +157,17 @@ async def value(conn: AsyncConn, name: str, params: Params = None) -> Any:
     if found is None:
         raise LookupError(f"query {name} returned no row")
     return next(iter(found.values())) if isinstance(found, dict) else found[0]
+
+
+async def run_command(conn: AsyncConn, command: str) -> list[dict[str, Any]]:
+    """Send a user's SQL command (the sql task's) as one query: each statement's status and rows."""
+    async with conn.cursor() as cur:
+        await cur.execute(command.encode(), prepare=False)  # bytes: never read as a %s template
+        statements = []
+        while True:
+            statements.append({"status": cur.statusmessage or "", "rows": max(cur.rowcount, 0)})
+            if not cur.nextset():
+                return statements
 
 
 # -------------------------------------------------------------------------------------------- sync

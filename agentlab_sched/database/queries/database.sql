@@ -107,3 +107,7 @@ ORDER BY f.id
 -- name: schedule_timezone
 -- The time zone of schedule %(name)s.
 SELECT timezone FROM agentlab_sched.schedules WHERE name = %(name)s
+
+-- name: install_cron_compat
+-- pg_cron's monitoring views in schema %(schema)s, unless something not ours is there: what blocked it.
+SELECT agentlab_sched.install_cron_compat(%(schema)s) AS blocker
