@@ -415,7 +415,7 @@ BEGIN
         FROM p JOIN agentlab_sched.schedules s ON s.id = p.sid
         LEFT JOIN tv ON tv.at = p.at AND tv.timezone = s.timezone AND tv.kind = p.kind
         WHERE s.next_run_at IS NOT DISTINCT FROM p.claimed
-          AND (jsonb_array_length(p.fires) = 0
+          AND ((jsonb_array_length(p.fires) = 0 AND s.remaining_runs IS DISTINCT FROM 0)  -- else apply_plan stops it
                OR (jsonb_array_length(p.fires) = 1 AND p.fires -> 0 ->> 'action' = 'launch'
                    AND s.remaining_runs IS NULL AND s.context = 'isolated'
                    AND s.overlap IN ('allow_all', 'buffer_all', 'skip')
