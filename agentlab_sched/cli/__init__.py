@@ -98,6 +98,9 @@ def _mount() -> None:
     firing = _optional("agentlab_sched.cli.firing")
     if firing is not None:
         firing.register(schedules_app)
+    imports = _optional("agentlab_sched.cli.imports")
+    if imports is not None:
+        imports.register(app)  # import pg-cron|procrastinate
 
 
 _mount()

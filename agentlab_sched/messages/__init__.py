@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 
 from agentlab_sched.messages import _cron as _cron
 from agentlab_sched.messages import _firing as _firing
+from agentlab_sched.messages import _imports as _imports
 from agentlab_sched.messages import _notify as _notify
 from agentlab_sched.messages import _runs as _runs
 from agentlab_sched.messages import _sql as _sql
@@ -25,7 +26,7 @@ DEFAULT_LOCALE = "en"
 
 #: code -> {locale: template}
 CATALOG: dict[str, dict[str, str]] = {}
-for _module in (_validation, _cron, _firing, _runs, _notify, _sql):
+for _module in (_validation, _cron, _firing, _runs, _notify, _sql, _imports):
     for _code, (_en, _zh) in _module.MESSAGES.items():
         if _code in CATALOG:
             raise RuntimeError(f"message code defined twice: {_code}")

@@ -123,6 +123,10 @@ class Schedule(_Record):
     dst_gap: str
     dst_repeat: str
     session_key: str | None
+    #: The job it was imported from (pg_cron, Procrastinate), or None.
+    imported_from: str | None
+    #: Where in code it is defined (schedules as code), or None: then edits from SQL are refused.
+    defined_in: str | None
     #: The pending due time; None while a worker has yet to plan it (``replan`` set), or when disabled
     #: or finished.
     next_run_at: datetime | None

@@ -94,7 +94,8 @@ SELECT agentlab_sched.alter_schedule(
 -- Schedule %(name)s as admin.Schedule: webhook URL and secret only as whether they are set.
 SELECT id, name, cron, timezone, task, inputs, queue, priority, overlap, misfire_grace, timeout, enabled, catchup,
        max_catchup, starts_at, ends_at, remaining_runs, pause_after_failures, consecutive_failures,
-       paused_reason, paused_at, context, dst_gap, dst_repeat, session_key, next_run_at, replan, version, created_at, updated_at,
+       paused_reason, paused_at, context, dst_gap, dst_repeat, session_key, imported_from, defined_in,
+       next_run_at, replan, version, created_at, updated_at,
        webhook_format, webhook_url_hint, webhook_url_enc IS NOT NULL AS webhook_configured,
        webhook_secret_enc IS NOT NULL AS webhook_has_secret, webhook_events
 FROM agentlab_sched.schedules WHERE name = %(name)s

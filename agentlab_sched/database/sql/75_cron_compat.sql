@@ -66,14 +66,21 @@ SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT CASE
         WHEN n.oid IS NULL THEN NULL
-        WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_extension e WHERE e.extnamespace = n.oid)
-            THEN 'extension ' || (SELECT string_agg(e.extname, ', ') FROM pg_catalog.pg_extension e
-                                  WHERE e.extnamespace = n.oid)
+        WHEN ext.names IS NOT NULL THEN 'extension ' || ext.names
         WHEN pg_catalog.obj_description(n.oid, 'pg_namespace') IS DISTINCT FROM agentlab_sched.cron_compat_comment()
             THEN 'not made by agentlab-sched'
     END
     FROM (SELECT schema_name AS name) wanted
     LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = wanted.name
+    -- an extension installed in it, or one whose script made it (pg_cron's `cron`)
+    LEFT JOIN LATERAL (
+        SELECT string_agg(DISTINCT e.extname, ', ') AS names FROM pg_catalog.pg_extension e
+        WHERE e.extnamespace = n.oid
+           OR EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+                      WHERE d.classid = 'pg_catalog.pg_namespace'::pg_catalog.regclass AND d.objid = n.oid
+                        AND d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
+                        AND d.refobjid = e.oid AND d.deptype = 'e')
+    ) ext ON true
 $$;
 
 -- Make `schema`.job and `schema`.job_run_details (thin views of the two above), unless the schema belongs

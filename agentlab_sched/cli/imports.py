@@ -1,0 +1,111 @@
+"""`agentlab-sched import pg-cron` and `agentlab-sched import procrastinate` (docs/coming-from.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import psycopg
+import typer
+from psycopg.rows import dict_row
+from rich.table import Table
+from rich.text import Text
+
+from agentlab_sched.cli import common
+from agentlab_sched.imports import pg_cron
+
+import_app = typer.Typer(
+    name="import",
+    help="Make schedules from where you come from: pg_cron's jobs, Procrastinate's periodic tasks.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+@import_app.command("pg-cron")
+def pg_cron_cmd(
+    ctx: typer.Context,
+    from_url: Annotated[
+        str | None, typer.Option("--from", help="The database pg_cron is in (default: this one).")
+    ] = None,
+    enable: Annotated[
+        bool, typer.Option("--enable", help="Enable the schedules (pg_cron's inactive jobs stay paused).")
+    ] = False,
+    unschedule: Annotated[
+        bool, typer.Option("--unschedule", help="With --enable: remove the jobs from pg_cron in the same transaction.")
+    ] = False,
+    run_as: Annotated[
+        str | None, typer.Option("--run-as", help="Run every job as this role instead of the job's own.")
+    ] = None,
+    timezone: Annotated[
+        str | None, typer.Option("--timezone", "--tz", help="Read the schedules in this zone (default: cron.timezone).")
+    ] = None,
+    statement_timeout: Annotated[
+        str, typer.Option("--statement-timeout", help="Cancel a command after this long (pg_cron has no limit).")
+    ] = "24h",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what it would do; write nothing.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Make sql schedules of pg_cron's jobs (paused unless --enable) and say what could not be translated."""
+    limit = common.parse_duration(statement_timeout, "statement_timeout")
+    locale = common.state(ctx).locale
+
+    async def run(conn: psycopg.AsyncConnection[Any]) -> pg_cron.ImportReport:
+        source = (
+            await psycopg.AsyncConnection.connect(from_url, autocommit=True, row_factory=dict_row) if from_url else None
+        )
+        try:
+            return await pg_cron.import_jobs(
+                conn, source, enable=enable, unschedule=unschedule, run_as=run_as, timezone=timezone,
+                statement_timeout=limit, dry_run=dry_run, locale=locale,
+            )  # fmt: skip
+        finally:
+            if source is not None:
+                await source.close()
+
+    report = common.run(ctx, run)
+    if as_json:
+        common.print_json(report.as_dict())
+        return
+    _print_report(report, locale)
+
+
+def _print_report(report: pg_cron.ImportReport, locale: str) -> None:
+    out = common.out()
+
+    def say(code: str, **params: object) -> str:
+        return common.text(code, locale, **params)
+
+    out.print(Text(say("cli.import.header", database=report.source_database, timezone=report.timezone)))
+    if not report.imported and not report.refused:
+        out.print(Text(say("cli.import.none")))
+    if report.imported:
+        table = Table(box=None, pad_edge=False, header_style="bold")
+        for title in ("jobid", "schedule", "cron", "database", "as", "status"):
+            table.add_column(title)
+        for item in report.imported:
+            status = {
+                "created": "cli.import.created_enabled" if item.enabled else "cli.import.created_paused",
+                "already": "cli.import.already",
+                "enabled": "cli.import.enabled",
+            }[item.outcome]
+            separator = "; " if locale == "en" else ";"
+            words = say(status) + (separator + say("cli.import.unscheduled") if item.unscheduled else "")
+            table.add_row(
+                str(item.jobid), Text(item.name), Text(item.cron), Text(item.database), Text(item.username), words
+            )
+        out.print(table)
+    for refused in report.refused:
+        out.print(Text(say("cli.import.refused", jobid=refused.jobid, name=refused.name, reason=refused.reason)))
+    still = [i for i in report.imported if not i.unscheduled]
+    if still and not report.unschedule:
+        calls = " ".join(f"SELECT cron.unschedule({i.jobid});" for i in still)
+        out.print(Text(say("cli.import.next_steps", calls=calls)))
+    if report.dry_run:
+        out.print(Text(say("cli.import.dry_run"), style="yellow"))
+
+
+def register(app: typer.Typer) -> None:
+    """Add `import` to the root CLI."""
+    app.add_typer(import_app, name="import")

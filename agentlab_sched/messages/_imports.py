@@ -1,0 +1,69 @@
+"""Messages of the on-ramps: importing pg_cron's jobs and Procrastinate's periodic tasks, and schedules
+defined in code: code -> (en, zh-CN)."""
+
+MESSAGES: dict[str, tuple[str, str]] = {
+    # pg_cron, as a whole
+    "import.unschedule_needs_enable": (
+        "unschedule: --unschedule removes pg_cron's jobs, so it needs --enable (the schedules made from them "
+        "fire instead)",
+        "unschedule:--unschedule 会删除 pg_cron 的任务,必须同时使用 --enable(改由新建的定时任务执行)",
+    ),
+    "import.unschedule_needs_same_database": (
+        "unschedule: --unschedule works only with pg_cron in this database (one transaction removes its jobs "
+        "and enables the schedules); without --from, or run the cron.unschedule() calls printed by the import "
+        "in pg_cron's database once the schedules are enabled",
+        "unschedule:只有 pg_cron 与本库在同一数据库时才能用 --unschedule(在同一事务中删除其任务并启用定时任务);"
+        "请去掉 --from,或在定时任务启用后到 pg_cron 所在数据库执行导入时打印的 cron.unschedule() 语句",
+    ),
+    "import.no_pg_cron": (
+        "from: pg_cron is not installed in this database (no cron.job); give the database that has it with --from URL",
+        "from:此数据库没有安装 pg_cron(没有 cron.job);请用 --from URL 指定安装了它的数据库",
+    ),
+    "import.bad_timezone": (
+        "timezone: {value} (pg_cron's cron.timezone) is not a time zone agentlab-sched knows; give one with --timezone",
+        "timezone:{value}(pg_cron 的 cron.timezone)不是可用的时区;请用 --timezone 指定",
+    ),
+    # pg_cron, one job
+    "import.name_taken": (
+        "a schedule named {name} exists and was not imported from this job: not overwritten (rename one of them)",
+        "已有名为 {name} 的定时任务且并非由此任务导入:未覆盖(请改名其中之一)",
+    ),
+    "import.other_host": (
+        "it runs on another host ({host}:{port}); sql schedules run on this server only",
+        "它在另一台主机上执行({host}:{port});sql 定时任务只能在本服务器执行",
+    ),
+    "import.paused": (
+        "imported from pg_cron job {jobid}; resume it (or import again with --enable) once pg_cron no longer "
+        "runs the job",
+        "从 pg_cron 任务 {jobid} 导入;在 pg_cron 不再执行该任务后恢复它(或加 --enable 重新导入)",
+    ),
+    "import.paused_inactive": (
+        "imported from pg_cron job {jobid}, which is inactive there",
+        "从 pg_cron 任务 {jobid} 导入,该任务在 pg_cron 中未启用",
+    ),
+    # the CLI's report
+    "cli.import.header": (
+        "pg_cron jobs in database {database} (time zone {timezone}):",
+        "数据库 {database} 中的 pg_cron 任务(时区 {timezone}):",
+    ),
+    "cli.import.none": ("no pg_cron jobs", "没有 pg_cron 任务"),
+    "cli.import.created_paused": ("imported, paused", "已导入,已暂停"),
+    "cli.import.created_enabled": ("imported, enabled", "已导入,已启用"),
+    "cli.import.already": ("imported before", "此前已导入"),
+    "cli.import.enabled": ("imported before, enabled now", "此前已导入,现已启用"),
+    "cli.import.unscheduled": ("removed from pg_cron", "已从 pg_cron 删除"),
+    "cli.import.refused": (
+        "pg_cron job {jobid} ({name}) not imported: {reason}",
+        "pg_cron 任务 {jobid}({name})未导入:{reason}",
+    ),
+    "cli.import.dry_run": (
+        "dry run: nothing was written",
+        "试运行:没有写入任何内容",
+    ),
+    "cli.import.next_steps": (
+        "pg_cron still runs these jobs. Enable the schedules and remove the jobs in one step with: "
+        "agentlab-sched import pg-cron --enable --unschedule (or, in pg_cron's database: {calls})",
+        "pg_cron 仍在执行这些任务。可用 agentlab-sched import pg-cron --enable --unschedule "
+        "一步启用定时任务并删除这些任务(或在 pg_cron 所在数据库执行:{calls})",
+    ),
+}
