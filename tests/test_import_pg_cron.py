@@ -156,7 +156,10 @@ def test_import_pg_cron_paused_then_enabled_and_unscheduled_at_once(pg_cron_serv
         " from this job" in result
     )
     assert f"pg_cron job {jobs['remote']} (remote) not imported: it runs on another host (db2.internal:5432)" in result
-    assert f"SELECT cron.unschedule({jobs['purge']});" in result  # the way out, spelt
+    assert (
+        "(or, in pg_cron's database: SELECT cron.unschedule(" in result
+        and f"cron.unschedule({jobs['purge']})" in result
+    )
     # again: nothing new, nothing twice
     again = json.loads(ok(url, "import", "pg-cron", "--json").stdout)
     assert sorted((i["name"], i["outcome"]) for i in again["imported"]) == sorted((name, "already") for name in made)

@@ -100,7 +100,7 @@ def _print_report(report: pg_cron.ImportReport, locale: str) -> None:
         out.print(Text(say("cli.import.refused", jobid=refused.jobid, name=refused.name, reason=refused.reason)))
     still = [i for i in report.imported if not i.unscheduled]
     if still and not report.unschedule:
-        calls = " ".join(f"SELECT cron.unschedule({i.jobid});" for i in still)
+        calls = ", ".join(say("cli.import.unschedule_call", jobid=i.jobid) for i in still)
         out.print(Text(say("cli.import.next_steps", calls=calls)))
     if report.dry_run:
         out.print(Text(say("cli.import.dry_run"), style="yellow"))

@@ -60,10 +60,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "dry run: nothing was written",
         "试运行:没有写入任何内容",
     ),
+    # what to run in pg_cron's database (the same in both languages: it is SQL)
+    "cli.import.unschedule_call": ("cron.unschedule({jobid})", "cron.unschedule({jobid})"),
     "cli.import.next_steps": (
         "pg_cron still runs these jobs. Enable the schedules and remove the jobs in one step with: "
-        "agentlab-sched import pg-cron --enable --unschedule (or, in pg_cron's database: {calls})",
+        "agentlab-sched import pg-cron --enable --unschedule (or, in pg_cron's database: SELECT {calls};)",
         "pg_cron 仍在执行这些任务。可用 agentlab-sched import pg-cron --enable --unschedule "
-        "一步启用定时任务并删除这些任务(或在 pg_cron 所在数据库执行:{calls})",
+        "一步启用定时任务并删除这些任务(或在 pg_cron 所在数据库执行:SELECT {calls};)",
     ),
 }
