@@ -14,6 +14,7 @@
 | AGENTLAB_SCHED_RETENTION | (none) | prune finished history older than this (e.g. `30d`) during housekeeping |
 | AGENTLAB_SCHED_SCHEDULER_QUEUE | default | the Procrastinate queue of the periodic tick and housekeeping |
 | AGENTLAB_SCHED_CRON_SCHEMA | cron | where migrate makes pg_cron's monitoring views (job, job_run_details); off: none |
+| AGENTLAB_SCHED_RESOLVER_TIMEOUT | 10 | seconds a resolver may take before its fire is failed_to_start |
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ class Settings:
     scheduler_queue: str = "default"
     #: Where migrate makes the pg_cron-compatible views; None: nowhere.
     cron_schema: str | None = "cron"
+    #: Seconds a resolver may take for one fire; then the fire is failed_to_start (launch.resolver_timeout).
+    resolver_timeout: float = 10.0
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -75,4 +78,5 @@ class Settings:
             retention=os.environ.get("AGENTLAB_SCHED_RETENTION") or None,
             scheduler_queue=os.environ.get("AGENTLAB_SCHED_SCHEDULER_QUEUE", "").strip() or "default",
             cron_schema=_schema_name(os.environ.get("AGENTLAB_SCHED_CRON_SCHEMA")),
+            resolver_timeout=_number("AGENTLAB_SCHED_RESOLVER_TIMEOUT", 10.0),
         )

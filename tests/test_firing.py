@@ -670,14 +670,14 @@ async def test_a_tick_stopped_mid_batch_rolls_back_and_the_next_one_fires_it(
 
     sid = await make_schedule(conn)
     planning = asyncio.Event()
-    real_plan_one = tick_module._plan_one
+    real_apply = tick_module._apply
 
-    async def slow_plan_one(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    async def slow_apply(*args: Any, **kwargs: Any) -> Any:  # claimed and planned, not applied yet
         planning.set()
         await asyncio.sleep(30)
-        return await real_plan_one(*args, **kwargs)
+        return await real_apply(*args, **kwargs)
 
-    monkeypatch.setattr(tick_module, "_plan_one", slow_plan_one)
+    monkeypatch.setattr(tick_module, "_apply", slow_apply)
     stopping = await db.connect(db_url, locale="en")
     try:
         task = asyncio.create_task(fire_due(stopping, NINE + timedelta(seconds=5), settings=EN))
@@ -688,6 +688,6 @@ async def test_a_tick_stopped_mid_batch_rolls_back_and_the_next_one_fires_it(
     finally:
         await stopping.close()
     assert await fires(conn, sid) == [] and await next_of(conn, sid) == NINE
-    monkeypatch.setattr(tick_module, "_plan_one", real_plan_one)
+    monkeypatch.setattr(tick_module, "_apply", real_apply)
     await fire_due(conn, NINE + timedelta(seconds=6), settings=EN)
     assert [(f["kind"], f["status"]) for f in await fires(conn, sid)] == [("scheduled", "started")]

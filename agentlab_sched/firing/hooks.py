@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -41,6 +42,10 @@ _resolvers: dict[str, Resolver] = {}
 def resolver(task: str) -> Callable[[Resolver], Resolver]:
     """Register a resolver for ``task``: it runs before every launch and may raise `LaunchRefused`.
 
+    It runs outside any transaction (it holds no lock a tick, a worker or an admin waits for), at most
+    ``AGENTLAB_SCHED_RESOLVER_TIMEOUT`` seconds (10 by default; then the fire is ``failed_to_start``); a
+    plain (non-async) function runs in a thread. Whatever it raises is recorded against its own fire.
+
     Example: check that a published version of the workflow exists::
 
         @agentlab_sched.resolver("reports.store_weekly")
@@ -62,11 +67,18 @@ def unregister(task: str) -> None:
 
 
 async def resolve(request: LaunchRequest) -> None:
-    """Run the resolver registered for the request's task, if any (may raise LaunchRefused)."""
+    """Run the resolver registered for the request's task, if any (may raise LaunchRefused).
+
+    A coroutine function is awaited; a plain function runs in a thread, so a resolver that blocks (a
+    synchronous HTTP call, a database driver) never blocks the worker's event loop.
+    """
     func = _resolvers.get(request.task)
     if func is None:
         return
-    result = func(request)
+    if inspect.iscoroutinefunction(func):
+        await func(request)
+        return
+    result = await asyncio.to_thread(func, request)
     if inspect.isawaitable(result):
         await result
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import Any
 
 import procrastinate
@@ -29,6 +30,14 @@ logger = logging.getLogger(__name__)
 CHANNEL = "agentlab_sched_schedules"
 #: The loop never sleeps longer than this, so a missed NOTIFY costs at most this much.
 MAX_SLEEP = 60.0
+#: The shortest time between the starts of two ticks, whatever wakes the loop: wake-ups are coalesced,
+#: so a flood of NOTIFYs (any role may send them) costs at most 1 / MIN_INTERVAL ticks a second.
+MIN_INTERVAL = 0.05
+#: When a tick could not do what is waiting (a due row, a re-plan or a request locked by another session,
+#: a schedule another worker is resolving), the loop waits for a NOTIFY or this back-off, doubling up to
+#: BACKOFF_MAX, instead of ticking again at once.
+BACKOFF_FIRST = 0.1
+BACKOFF_MAX = 2.0
 
 
 class Scheduler:
@@ -66,25 +75,47 @@ class Scheduler:
     async def _run(self) -> None:
         async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as listener:
             await queries.execute(listener, "listen_schedules")
+            backoff = 0.0
+            last = -MIN_INTERVAL
             while True:
+                # Coalesce: whatever woke us (the clock, one NOTIFY or a thousand), at most one tick per
+                # MIN_INTERVAL; NOTIFYs arriving meanwhile are drained, not each answered with a tick.
+                gap = time.monotonic() - last
+                if gap < MIN_INTERVAL:
+                    await asyncio.sleep(MIN_INTERVAL - gap)
+                    await self._drain(listener)
+                last = time.monotonic()
                 try:
-                    delay = await self._fire_and_measure()
+                    delay, progressed = await self._fire_and_measure()
                 except asyncio.CancelledError:
                     raise
                 except Exception:
                     logger.exception("the scheduler loop failed; retrying in a second")
-                    delay = 1.0
+                    delay, progressed = 1.0, True
+                if delay > 0 or progressed:
+                    backoff = 0.0
+                else:
+                    # Something waits that this tick could not take (locked elsewhere): no spinning.
+                    backoff = min(max(backoff * 2, BACKOFF_FIRST), BACKOFF_MAX)
+                    delay = backoff
                 await self._sleep(listener, delay)
 
-    async def _fire_and_measure(self) -> float:
+    async def _fire_and_measure(self) -> tuple[float, bool]:
+        """One tick; then how long until the next thing is due (0: now), and whether the tick did anything."""
         async with scheduler_connection(self.app, self.settings) as conn:
             await register_app_tasks(self.app, conn)
-            await tick_module.fire_due(conn, settings=self.settings)
+            report = await tick_module.fire_due(conn, settings=self.settings)
             row = await queries.one(conn, "next_wake")
+        progressed = (report.claimed > 0 and report.retries == 0) or report.requests > 0
         if row is None or row["more"]:
-            return 0.0 if row and row["more"] else MAX_SLEEP
+            return (0.0 if row and row["more"] else MAX_SLEEP), progressed
         wait = row["wait"]
-        return MAX_SLEEP if wait is None else max(0.0, min(float(wait), MAX_SLEEP))
+        return (MAX_SLEEP if wait is None else max(0.0, min(float(wait), MAX_SLEEP))), progressed
+
+    @staticmethod
+    async def _drain(listener: psycopg.AsyncConnection[Any]) -> None:
+        async for _ in listener.notifies(timeout=0):
+            pass
 
     async def _sleep(self, listener: psycopg.AsyncConnection[Any], delay: float) -> None:
         if delay <= 0:
@@ -102,5 +133,4 @@ class Scheduler:
         finally:
             loop.remove_reader(fd)
         if readable.is_set():
-            async for _ in listener.notifies(timeout=0):
-                pass
+            await self._drain(listener)

@@ -8,6 +8,7 @@ written by one call of ``agentlab_sched.apply_plans``.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
@@ -34,6 +35,11 @@ BACKFILL_LIMIT = 1000
 #: are fired first, and requests never hold up the next tick for long.
 REQUESTS_PER_TICK = 20
 REQUESTS_BUDGET = 2.0
+#: Seconds a schedule's lease outlasts the resolver timeout (its resolvers run outside any transaction; if
+#: the worker stops meanwhile, another one fires the schedule once the lease ends).
+LEASE_MARGIN = 5.0
+#: Resolvers one backfill request runs at once.
+RESOLVERS_AT_ONCE = 16
 #: Errors that say "try again" (a serialization failure, a deadlock, a lock taken with NOWAIT): retried,
 #: never recorded as a failed fire.
 TRANSIENT = (
@@ -160,6 +166,13 @@ async def _one_batch(
     *,
     isolate: bool,
 ) -> int:
+    """Claim, plan and apply one batch; returns how many rows the claim returned.
+
+    Plans whose launches a resolver must check are not applied under the claim's row locks: they are
+    leased (``resolving_until``: other workers skip them meanwhile), the claim commits with the other
+    plans, the resolvers run outside any transaction, and then :func:`_apply_resolved` applies them with
+    the conditional advance. A slow resolver delays only its own schedule.
+    """
     async with conn.transaction():
         rows = await queries.rows(conn, "claim_due", {"now": now, "batch": settings.batch_size})
         # BEGIN, claim, apply, COMMIT: psycopg sends BEGIN as a query of its own (a libpq trace shows it).
@@ -172,14 +185,63 @@ async def _one_batch(
         fresh = [r for r in rows if r["id"] not in seen]
         if not fresh:
             return 0
-        plans = [await _plan_one(row, now, window, settings.locale) for row in fresh]
-        outcomes = await queries.value(
-            conn, "apply_plans", {"plans": json.dumps(plans), "now": now, "isolate": isolate}
-        )
+        plans = [_plan_one(row, now, window, settings.locale) for row in fresh]
+        ready = [p for row, p in zip(fresh, plans, strict=True) if not _needs_resolver(row, p)]
+        held = [(row, p) for row, p in zip(fresh, plans, strict=True) if _needs_resolver(row, p)]
+        if held:
+            lease = now + timedelta(seconds=settings.resolver_timeout + LEASE_MARGIN)
+            await queries.execute(conn, "lease_schedules", {"ids": [row["id"] for row, _ in held], "until": lease})
+        outcomes = await _apply(conn, "apply_plans", ready, now, isolate) if ready else []
     seen.update(r["id"] for r in fresh)  # only once committed: a failed batch is retried isolated
     report.batches += 1
     report.claimed += len(fresh)
-    for outcome in outcomes or []:
+    _tally(report, outcomes)
+    if held:
+        await _apply_resolved(conn, held, now, settings, report)
+    return len(rows)
+
+
+async def _apply(
+    conn: psycopg.AsyncConnection[Any], statement: str, plans: list[dict[str, Any]], now: datetime, isolate: bool
+) -> list[dict[str, Any]]:
+    # default=str: whatever a resolver handed back can always be written (it is text by then anyway).
+    outcomes: list[dict[str, Any]] | None = await queries.value(
+        conn, statement, {"plans": json.dumps(plans, default=str), "now": now, "isolate": isolate}
+    )
+    return outcomes or []
+
+
+async def _apply_resolved(
+    conn: psycopg.AsyncConnection[Any],
+    held: list[tuple[dict[str, Any], dict[str, Any]]],
+    now: datetime,
+    settings: Settings,
+    report: TickReport,
+) -> None:
+    """Run the resolvers of leased plans (no transaction open), then apply them under a new lock.
+
+    ``apply_resolved`` locks each schedule again and applies its plan only if it is still as claimed (same
+    ``next_run_at`` and version: not paused, altered or fired by another worker meanwhile); the unique key
+    of the ledger keeps it once-only whatever happens.
+    """
+    plans = await asyncio.gather(*(_resolve_plan(row, plan, settings) for row, plan in held))
+    isolate = False
+    while True:
+        try:
+            async with conn.transaction():
+                outcomes = await _apply(conn, "apply_resolved", list(plans), now, isolate)
+            break
+        except psycopg.Error:
+            if isolate:
+                raise
+            logger.warning("applying resolved plans failed; retrying with each schedule isolated", exc_info=True)
+            isolate = True
+    report.round_trips += 3
+    _tally(report, outcomes)
+
+
+def _tally(report: TickReport, outcomes: list[dict[str, Any]]) -> None:
+    for outcome in outcomes:
         if outcome.get("retry"):
             report.retries += 1
             logger.info(
@@ -198,20 +260,20 @@ async def _one_batch(
                 )
         for fire in outcome.get("fires", []):
             report.count(fire["status"])
-    return len(rows)
 
 
-async def _plan_one(row: dict[str, Any], now: datetime, window: timedelta, locale: str) -> dict[str, Any]:
-    """Plan one claimed schedule and run the resolvers of its launches; never raises."""
+def _needs_resolver(row: dict[str, Any], plan: dict[str, Any]) -> bool:
+    return hooks.has_resolver(row["task"]) and any(f["action"] == "launch" for f in plan["fires"])
+
+
+def _plan_one(row: dict[str, Any], now: datetime, window: timedelta, locale: str) -> dict[str, Any]:
+    """Plan one claimed schedule (pure: no resolver runs here); never raises."""
     try:
         plan = planner.plan(planner.ScheduleState.from_row(row), now, window)
         data = plan.as_json()
+        data["claimed_version"] = row["version"]
         for fire in data["fires"]:
-            if fire["action"] == "launch":
-                refusal = await _resolve(row, datetime.fromisoformat(fire["fire_at"]), fire["kind"], locale)
-                if refusal:
-                    fire.update(action="fail", **refusal)
-            elif fire["reason_code"]:
+            if fire["action"] != "launch" and fire["reason_code"]:
                 fire["reason"] = messages.render(fire["reason_code"], locale, **fire["reason_params"])
         return data
     except Exception:
@@ -220,6 +282,7 @@ async def _plan_one(row: dict[str, Any], now: datetime, window: timedelta, local
         return {
             "schedule_id": row["id"],
             "claimed_next_run_at": row["next_run_at"].isoformat() if row["next_run_at"] else None,
+            "claimed_version": row["version"],
             "next_run_at": _safe_next(row, now),
             "fires": [
                 {
@@ -234,6 +297,18 @@ async def _plan_one(row: dict[str, Any], now: datetime, window: timedelta, local
         }
 
 
+async def _resolve_plan(row: dict[str, Any], plan: dict[str, Any], settings: Settings) -> dict[str, Any]:
+    """The plan with each launch a resolver refused (or that timed out) turned into a refusal."""
+    launches = [f for f in plan["fires"] if f["action"] == "launch"]
+    refusals = await asyncio.gather(
+        *(_resolve(row, datetime.fromisoformat(f["fire_at"]), f["kind"], settings) for f in launches)
+    )
+    for fire, refusal in zip(launches, refusals, strict=True):
+        if refusal:
+            fire.update(action="fail", **refusal)
+    return plan
+
+
 def _safe_next(row: dict[str, Any], now: datetime) -> str | None:
     try:
         due = planner.cron_of(row).next_after(now, row["timezone"])
@@ -242,18 +317,59 @@ def _safe_next(row: dict[str, Any], now: datetime) -> str | None:
         return None
 
 
+#: The longest reason recorded from a resolver, in characters.
+REASON_MAX = 2000
+
+
+def _reason_text(refused: hooks.LaunchRefused, locale: str) -> str:
+    """A resolver's reason as text we can store, whatever it handed us (a lazy translation, any object)."""
+    try:
+        value = refused.reason
+        text = value if isinstance(value, str) else str(value)
+        if not isinstance(text, str):
+            raise TypeError("str() did not return text")
+    except Exception:
+        logger.warning("a resolver's refusal reason could not be turned into text", exc_info=True)
+        text = ""
+    text = text.replace("\x00", "").strip()
+    if not text:
+        return messages.render("launch.refused_no_reason", locale)
+    return text if len(text) <= REASON_MAX else text[: REASON_MAX - 1] + "…"
+
+
 async def _resolve(
-    row: dict[str, Any], at: datetime, kind: str, locale: str, inputs: dict[str, Any] | None = None
+    row: dict[str, Any], at: datetime, kind: str, settings: Settings, inputs: dict[str, Any] | None = None
 ) -> dict[str, Any] | None:
-    """Run the task's resolver: None to launch, else the refusal to record."""
+    """Run the task's resolver (bounded by the resolver timeout): None to launch, else the refusal to record.
+
+    Never raises: a refusal, a timeout and an unexpected error each become the fire's reason.
+    """
     if not hooks.has_resolver(row["task"]):
         return None
+    locale = settings.locale
     request = hooks.LaunchRequest(row["id"], row["name"], row["task"], at, kind, inputs or row["inputs"])
     try:
-        await hooks.resolve(request)
+        await asyncio.wait_for(hooks.resolve(request), settings.resolver_timeout)
     except hooks.LaunchRefused as refused:
-        return {"reason_code": "launch.refused", "reason_params": {}, "reason": refused.reason}
-    except Exception:
+        reason = _reason_text(refused, locale)
+        return {"reason_code": "launch.refused", "reason_params": {"reason": reason}, "reason": reason}
+    except TimeoutError:
+        logger.error(
+            "the resolver of task %s did not answer within %s s for schedule %s",
+            row["task"],
+            settings.resolver_timeout,
+            row["name"],
+        )
+        params = {"task": row["task"], "timeout": messages.seconds(settings.resolver_timeout)}
+        return {
+            "reason_code": "launch.resolver_timeout",
+            "reason_params": params,
+            "reason": messages.render("launch.resolver_timeout", locale, **params),
+        }
+    except (Exception, asyncio.CancelledError) as exc:
+        current = asyncio.current_task()
+        if isinstance(exc, asyncio.CancelledError) and current is not None and current.cancelling():
+            raise  # we are being stopped: not the resolver's doing
         logger.exception("the resolver of task %s failed for schedule %s", row["task"], row["name"])
         return {
             "reason_code": "launch.error",
@@ -371,11 +487,26 @@ async def _carry_out(
         times = [req["fire_at"]]
     else:
         times = backfill_times(schedule, req["fire_at"], req["until"])
-    refusals = [await _resolve(schedule, at, req["kind"], settings.locale, req["inputs"]) for at in times]
+    refusals = await _resolve_all(schedule, times, req["kind"], settings, req["inputs"])
     result: dict[str, Any] | None = await queries.value(
         conn, "carry_out_request", {"id": req["id"], "times": times, "refusals": json.dumps(refusals), "wait": wait}
     )
     return result or {"request_id": req["id"], "fires": [], "outcome": {}, "error": None}
+
+
+async def _resolve_all(
+    schedule: dict[str, Any], times: list[datetime], kind: str, settings: Settings, inputs: dict[str, Any] | None
+) -> list[dict[str, Any] | None]:
+    """The resolver's answer for each time, a few at once (each bounded by the resolver timeout)."""
+    if not hooks.has_resolver(schedule["task"]):
+        return [None] * len(times)
+    gate = asyncio.Semaphore(RESOLVERS_AT_ONCE)
+
+    async def one(at: datetime) -> dict[str, Any] | None:
+        async with gate:
+            return await _resolve(schedule, at, kind, settings, inputs)
+
+    return list(await asyncio.gather(*(one(at) for at in times)))
 
 
 def backfill_times(

@@ -95,6 +95,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "the request could not be carried out because of an internal error; details are in the worker log",
         "因内部错误未能执行该请求,详情请查看 worker 日志",
     ),
+    "launch.refused_no_reason": (
+        "the task's resolver refused this fire without saying why",
+        "任务的启动检查(resolver)拒绝了本次触发,但没有说明原因",
+    ),
     "launch.resolver_timeout": (
         "the resolver of task {task} did not answer within {timeout}; this fire was not started",
         "任务 {task} 的启动检查(resolver)未在 {timeout} 内返回,本次未启动",

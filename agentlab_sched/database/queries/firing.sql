@@ -13,6 +13,15 @@ SELECT * FROM agentlab_sched.claim_due(%(now)s, %(batch)s)
 -- Write the plans of one batch (ledger rows, runs, jobs, next_run_at); the outcome of each schedule.
 SELECT agentlab_sched.apply_plans(%(plans)s::jsonb, %(now)s, %(isolate)s) AS outcomes
 
+-- name: lease_schedules
+-- Schedules %(ids)s are being resolved (outside any transaction) until %(until)s: other ticks skip them.
+UPDATE agentlab_sched.schedules SET resolving_until = %(until)s WHERE id = ANY(%(ids)s::bigint[])
+
+-- name: apply_resolved
+-- Write the plans of leased schedules once their resolvers have answered (locked again, applied only if
+-- unchanged meanwhile); the outcome of each schedule.
+SELECT agentlab_sched.apply_resolved(%(plans)s::jsonb, %(now)s, %(isolate)s) AS outcomes
+
 -- name: lock_replans
 -- The schedules whose next_run_at must be computed (replan set), optionally only %(ids)s, locked.
 SELECT * FROM agentlab_sched.schedules
@@ -59,8 +68,10 @@ SELECT id AS fire_id, status, run_id::text AS run_id, fire_at, reason, reason_co
 FROM agentlab_sched.fires WHERE id = ANY(%(ids)s) ORDER BY fire_at, id
 
 -- name: next_wake
--- For the precise loop: seconds until the next due time, and whether something waits already.
-SELECT extract(epoch FROM min(next_run_at) - clock_timestamp()) AS wait,
+-- For the precise loop: seconds until the next due time (a schedule another worker is resolving counts
+-- from the end of its lease), and whether something waits already.
+SELECT extract(epoch FROM min(CASE WHEN resolving_until > clock_timestamp() THEN greatest(next_run_at, resolving_until)
+                                   ELSE next_run_at END) - clock_timestamp()) AS wait,
        EXISTS (SELECT 1 FROM agentlab_sched.schedules WHERE replan IS NOT NULL)
        OR EXISTS (SELECT 1 FROM agentlab_sched.fire_requests WHERE done_at IS NULL) AS more
 FROM agentlab_sched.schedules WHERE enabled AND next_run_at IS NOT NULL

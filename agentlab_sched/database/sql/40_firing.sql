@@ -4,20 +4,32 @@
 -- their Procrastinate jobs, all in the caller's transaction. One implementation (launch) serves the
 -- tick, trigger and backfill alike.
 
--- Schedules a tick must handle at `now`: due ones, and ones whose next_run_at a worker must compute.
--- Locked for the caller's transaction; rows another tick holds are skipped, never waited for.
+-- Schedules a tick must handle at `now`: ones whose next_run_at a worker must compute (replan), then due
+-- ones, at most `batch` in all. Locked for the caller's transaction; rows another tick holds are skipped,
+-- never waited for, and the next unlocked ones taken instead (SKIP LOCKED inside each LIMIT: a claim never
+-- comes back empty while something due is free). Schedules a worker is resolving (leased until
+-- resolving_until) are left alone. NO KEY UPDATE: inserting ledger rows, runs and requests of a schedule
+-- (foreign keys) does not wait for a claim, nor a claim for them.
 CREATE OR REPLACE FUNCTION agentlab_sched.claim_due(now timestamptz, batch integer)
 RETURNS SETOF agentlab_sched.schedules
 LANGUAGE sql AS $$
-    SELECT s.* FROM agentlab_sched.schedules s
-    WHERE s.id IN (
-        (SELECT id FROM agentlab_sched.schedules
-         WHERE enabled AND next_run_at <= claim_due.now ORDER BY next_run_at LIMIT batch)
-        UNION ALL
-        (SELECT id FROM agentlab_sched.schedules WHERE replan IS NOT NULL LIMIT batch))
-    ORDER BY s.next_run_at NULLS FIRST, s.id
-    LIMIT batch
-    FOR NO KEY UPDATE SKIP LOCKED
+    WITH replans AS (
+        SELECT s.* FROM agentlab_sched.schedules s
+        WHERE s.replan IS NOT NULL AND (s.resolving_until IS NULL OR s.resolving_until <= claim_due.now)
+        ORDER BY s.id
+        LIMIT batch
+        FOR NO KEY UPDATE SKIP LOCKED
+    ), due AS (
+        SELECT s.* FROM agentlab_sched.schedules s
+        WHERE s.enabled AND s.next_run_at <= claim_due.now AND s.replan IS NULL
+          AND (s.resolving_until IS NULL OR s.resolving_until <= claim_due.now)
+        ORDER BY s.next_run_at
+        LIMIT greatest(batch - (SELECT count(*) FROM replans), 0)
+        FOR NO KEY UPDATE SKIP LOCKED
+    )
+    SELECT * FROM replans
+    UNION ALL
+    SELECT * FROM due
 $$;
 
 -- The values a template can use, for one fire: all computed in the schedule's time zone.
@@ -580,6 +592,34 @@ BEGIN
     RETURN jsonb_build_object('schedule_id', sid, 'error', jsonb_build_object('sqlstate', state, 'message', message),
                               'fires', jsonb_build_array(jsonb_build_object('status', 'failed_to_start',
                                                                             'fire_id', fid)));
+END
+$$;
+
+-- Apply the plans of schedules whose resolvers ran outside any transaction (the tick leased them, see
+-- claim_due): each is locked again, and applied only if it is still as claimed (the same next_run_at and
+-- version: not paused, altered or fired by another worker meanwhile); the others are reported stale and
+-- left as they are. The lease ends either way.
+CREATE OR REPLACE FUNCTION agentlab_sched.apply_resolved(plans jsonb, now timestamptz, isolate boolean DEFAULT false)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    ids bigint[];
+    current jsonb;
+    stale jsonb;
+BEGIN
+    SELECT coalesce(array_agg((e ->> 'schedule_id')::bigint ORDER BY (e ->> 'schedule_id')::bigint), '{}')
+    INTO ids FROM jsonb_array_elements(plans) e;
+    PERFORM 1 FROM agentlab_sched.schedules s WHERE s.id = ANY (ids) ORDER BY s.id FOR NO KEY UPDATE;
+    SELECT coalesce(jsonb_agg(e) FILTER (WHERE ok), '[]'::jsonb),
+           coalesce(jsonb_agg(jsonb_build_object('schedule_id', e -> 'schedule_id', 'stale', true,
+                                                 'fires', '[]'::jsonb)) FILTER (WHERE NOT ok), '[]'::jsonb)
+    INTO current, stale
+    FROM (SELECT e, coalesce(s.next_run_at IS NOT DISTINCT FROM (e ->> 'claimed_next_run_at')::timestamptz
+                             AND s.version = (e ->> 'claimed_version')::integer, false) AS ok
+          FROM jsonb_array_elements(plans) e
+          LEFT JOIN agentlab_sched.schedules s ON s.id = (e ->> 'schedule_id')::bigint) c;
+    UPDATE agentlab_sched.schedules SET resolving_until = NULL WHERE id = ANY (ids) AND resolving_until IS NOT NULL;
+    RETURN stale || agentlab_sched.apply_plans(current, now, isolate);
 END
 $$;
 
