@@ -36,8 +36,9 @@ STOP_GRACE = 2.0
 
 def connector_for(url: str, **options: Any) -> PsycopgConnector:
     """A Procrastinate connector on ``url`` with our session settings on every connection."""
-    kwargs = {"min_size": 1, "max_size": 10, **options}
-    return PsycopgConnector(conninfo=url, kwargs=db.connect_kwargs(), **kwargs)
+    pool = {"min_size": 1, "max_size": 10, **options}
+    pool["kwargs"] = {**db.connect_kwargs(), **(options.get("kwargs") or {})}
+    return PsycopgConnector(conninfo=url, **pool)
 
 
 async def run_worker(

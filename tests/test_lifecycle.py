@@ -750,7 +750,7 @@ async def test_prune_keeps_the_newest_fire_and_unfinished_runs(conn: Conn) -> No
 
 async def test_housekeeping_runs_every_check_and_prunes_with_a_retention(conn: Conn) -> None:
     cur = await conn.execute("SELECT agentlab_sched.housekeeping() AS done")
-    assert (await cur.fetchone())["done"] == {"pruned_ticks": 0, "suspended": 0, "timeouts": 0}
+    assert (await cur.fetchone())["done"] == {"pruned_ticks": 0, "suspended": 0, "timeouts": 0, "tallied": 0}
     cur = await conn.execute(
         "SELECT agentlab_sched.housekeeping(now(), interval '30 seconds', interval '30 days') AS done"
     )
@@ -758,6 +758,7 @@ async def test_housekeeping_runs_every_check_and_prunes_with_a_retention(conn: C
         "pruned_ticks": 0,
         "suspended": 0,
         "timeouts": 0,
+        "tallied": 0,
         "pruned": {"fires": 0, "runs": 0, "jobs": 0, "requests": 0},
     }
 

@@ -378,6 +378,7 @@ async def test_the_housekeeping_task_checks_and_prunes_with_the_retention_settin
             "pruned_ticks": 0,
             "suspended": 1,  # a doing job with no worker at all
             "timeouts": 0,
+            "tallied": 0,
             "pruned": {"fires": 0, "runs": 0, "jobs": 0, "requests": 0},
         }
         # Pruned at most once every PRUNE_EVERY seconds per worker.

@@ -22,7 +22,7 @@ from pathlib import Path
 import psycopg
 
 from agentlab_sched import errors, limits, messages
-from agentlab_sched.database import queries
+from agentlab_sched.database import queries, upstream
 from agentlab_sched.errors import SchedError
 from agentlab_sched.schedules import options
 from agentlab_sched.settings import Settings
@@ -39,6 +39,8 @@ class MigrateReport:
     """What one migrate did."""
 
     procrastinate: list[str] = field(default_factory=list)
+    #: Procrastinate migrations the database had already (an older schema, files applied by hand).
+    procrastinate_found: list[str] = field(default_factory=list)
     applied: list[str] = field(default_factory=list)
     sql_files: list[str] = field(default_factory=list)
     #: The schema of the pg_cron-compatible views, and why they were not made there (None: made).
@@ -60,12 +62,6 @@ FORMER_CHECKSUMS: dict[str, frozenset[str]] = {
 
 def checksum(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _procrastinate_migrations() -> list[Path]:
-    from procrastinate.schema import SchemaManager
-
-    return sorted(Path(SchemaManager.get_migrations_path()).glob("*.sql"))
 
 
 _FROM_SETTINGS = "from settings"
@@ -107,26 +103,50 @@ def migrate(
 
 
 def _procrastinate(conn: psycopg.Connection, applied: dict[str, str], report: MigrateReport) -> None:
-    files = _procrastinate_migrations()
+    """Procrastinate's schema: all of it on a new database; on an existing one, the migration files it
+    does not have yet (see `upstream`: which it has is known from our records, or from the schema)."""
+    files = upstream.migration_files()
     if not queries.value_sync(conn, "has_procrastinate"):
         schema = (resources.files("procrastinate.sql") / "schema.sql").read_text(encoding="utf-8")
         queries.run_script_sync(conn, schema)
         report.procrastinate.append("schema.sql")
-        pending = files  # the full schema already contains every migration: record them only
-        run = False
-    else:
-        pending = [p for p in files if f"procrastinate/{p.name}" not in applied]
-        # A database set up by `procrastinate schema --apply` before us: we cannot know which of its
-        # migrations it had; its schema.sql included all up to the installed version.
-        run = any(name.startswith("procrastinate/") for name in applied)
+        for path in files:  # the full schema contains every migration: record them only
+            _record(conn, f"procrastinate/{path.name}", path.read_text(encoding="utf-8"))
+        return
+    pending = [p for p in files if f"procrastinate/{p.name}" not in applied]
+    if not pending:
+        return
+    if not any(name.startswith("procrastinate/") for name in applied):
+        # A schema set up by `procrastinate schema --apply` (of this release or an older one), maybe
+        # upgraded by hand since: what it has already is read off the schema itself.
+        have = upstream.applied_prefix(conn, files)
+        for path in files[:have]:
+            _record(conn, f"procrastinate/{path.name}", path.read_text(encoding="utf-8"))
+        report.procrastinate_found.extend(p.name for p in files[:have])
+        pending = files[have:]
+    # Our triggers on procrastinate_jobs name no column, so they cannot block Procrastinate's own
+    # migrations (ALTER COLUMN ... TYPE); they are dropped meanwhile all the same, and the sql/ files
+    # re-create them below.
+    queries.execute_sync(conn, "drop_job_triggers")
     for path in pending:
         text = path.read_text(encoding="utf-8")
-        if run:
-            queries.run_script_sync(conn, text)
+        try:
+            with conn.transaction():  # a savepoint: a file applied by hand already fails, and changes nothing
+                queries.run_script_sync(conn, text)
+        except (
+            psycopg.errors.DuplicateObject,
+            psycopg.errors.DuplicateFunction,
+            psycopg.errors.DuplicateTable,
+            psycopg.errors.DuplicateColumn,
+        ):
+            report.procrastinate_found.append(path.name)  # an operator applied it by hand
+        else:
             report.procrastinate.append(path.name)
-        queries.execute_sync(
-            conn, "record_migration", {"name": f"procrastinate/{path.name}", "checksum": checksum(text)}
-        )
+        _record(conn, f"procrastinate/{path.name}", text)
+
+
+def _record(conn: psycopg.Connection, name: str, text: str) -> None:
+    queries.execute_sync(conn, "record_migration", {"name": name, "checksum": checksum(text)})
 
 
 def _ours(conn: psycopg.Connection, applied: dict[str, str], report: MigrateReport) -> None:

@@ -63,6 +63,32 @@ MESSAGES.update(
             "已挂起:执行它的 worker 已停止(通常是服务重启所致),它不会自己接着执行;请继续运行,或放弃这次运行",
         ),
         "run.abandoned_by": ("abandoned by {by} after it was suspended", "已挂起的运行被 {by} 放弃"),
+        "run.job_removed": (
+            "cancelled: its Procrastinate job was removed (deleted) while it waited to start, so nothing will run it",
+            "已取消:它的 Procrastinate 作业在等待开始时被删除,不会再有 worker 执行它",
+        ),
+        "run.job_removed_running": (
+            "cancelled: its Procrastinate job was removed (deleted) while it was running, before the run middleware "
+            "saw how it ended; what it did is not known",
+            "已取消:它的 Procrastinate 作业在运行中被删除,运行中间件没能得知它如何结束,执行结果未知",
+        ),
+        "run.job_cancelled": (
+            "cancelled: its Procrastinate job was cancelled or aborted outside agentlab-sched (the procrastinate "
+            "command or SQL)",
+            "已取消:它的 Procrastinate 作业在 agentlab-sched 之外(procrastinate 命令或 SQL)被取消或中断",
+        ),
+        "run.failed_without_error": (
+            "failed before its task reported anything: the worker that took the job may not know the task {task} "
+            "(it is not in that worker's app), or runs without the run middleware (agentlab_sched.install(app)); "
+            "see that worker's log",
+            "任务还没有报告任何信息就失败了:接手作业的 worker 可能不认识任务 {task}(它的 app 里没有这个任务),"
+            "或者没有装运行中间件(agentlab_sched.install(app));请查看该 worker 的日志",
+        ),
+        "run.task_unknown": (
+            "the worker that took this job does not know the task {task} (it is not in that worker's app); run it "
+            "on workers whose app includes the task",
+            "接手这个作业的 worker 不认识任务 {task}(它的 app 里没有这个任务);请让包含该任务的 worker 来执行",
+        ),
         "run.cancelled_by": ("cancelled by {by}", "已被 {by} 取消"),
         "run.rejected_by": ("rejected by {by}", "已被 {by} 驳回"),
         "run.rejected_by_saying": ("rejected by {by}: {comment}", "已被 {by} 驳回:{comment}"),

@@ -17,7 +17,13 @@ Around each job that belongs to a run it
   (``abort_reason = 'timeout'``; the run ends ``timed_out``). An async task is cancelled at once; a sync
   task must check ``context.should_abort()``. One that does not is reported as still running after the
   abort, and when it finally returns its result is discarded and the run still ends ``timed_out``;
-- marks a run whose job a stopping worker aborts, so that it is suspended (resumable), not cancelled.
+- marks a run whose job a stopping worker aborts, so that it is suspended (resumable), not cancelled;
+- turns the cancellation of a run (``runs cancel``, a newer fire of a ``cancel_other`` schedule) into
+  an aborted job, which Procrastinate never retries, even for a task declared with ``retry=``;
+- looks the run up again through a database outage rather than run a body without its context, and
+  writes down results and errors through one too (a body that finished keeps its result even when the
+  worker is stopped meanwhile). What it records also settles the run if the job is deleted instead of
+  finished (``procrastinate worker --delete-jobs``).
 
 Housekeeping (every 10 s, in SQL) does the timeout part too, for workers without this middleware. Jobs
 that are not runs (the scheduler's own tick, other tasks of the app) pass through with one lookup.
@@ -30,6 +36,8 @@ import contextlib
 import inspect
 import json
 import logging
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import procrastinate
@@ -37,11 +45,13 @@ from procrastinate import exceptions as pexc
 from procrastinate import job_context
 
 from agentlab_sched.database import queries
+from agentlab_sched.database.reconnect import GiveUp, retrying
 from agentlab_sched.errors import SchedError, from_database
 from agentlab_sched.firing.blueprint import tick
 from agentlab_sched.runs import context as run_context
 from agentlab_sched.runs import housekeeping
 from agentlab_sched.runs.approvals import AwaitApproval
+from agentlab_sched.runs.jobs import RunJobManager
 from agentlab_sched.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -53,6 +63,8 @@ __all__ = ["ABORT_GRACE", "RunMiddleware", "install", "with_run_middleware"]
 ABORT_GRACE = 10.0
 #: Results larger than this (JSON characters) are not kept with the run.
 MAX_RESULT = 1_000_000
+#: How long a stopping worker waits for a result, error or abort to be written down (seconds).
+BOOKKEEPING_GRACE = 1.0
 
 
 class RunMiddleware:
@@ -74,15 +86,12 @@ class RunMiddleware:
         if job.id is None or job.task_name in self._skip or self._is_own(context):
             return await call_next()
         app = context.app
-        try:
-            row = await queries.connector_one(app.connector, "run_context", job=job.id)
-        except pexc.ConnectorException:
-            # The task still runs (a lookup glitch must not fail it), without its run context.
-            logger.exception("could not look up the run of job %s; running it without run context", job.id)
-            return await call_next()
-        data = row["ctx"] if row else None
+        data = await self._look_up(app, context)
         if not data:
-            return await call_next()
+            return await call_next()  # not a run's job
+        if data.get("status") != "running":
+            # The run ended (cancelled, ...) before its job started here: its body must not run.
+            raise pexc.JobAborted(f"run {str(data['run_id'])[:6]} is {data['status']}; its job was not run")
         run = run_context.RunContext.from_data(data)
         task = app.tasks.get(job.task_name)
         is_sync = task is not None and not inspect.iscoroutinefunction(task.func)
@@ -98,25 +107,45 @@ class RunMiddleware:
             try:
                 result = await call_next()
             except AwaitApproval as ask:
-                await self._await_approval(app, run, job.id, ask)
+                await self._await_approval(app, context, run, job.id, ask)
                 return None
             except pexc.JobAborted:
-                await self._after_abort(app, run, job.id, context)
+                await self._bookkeeping(
+                    context, lambda: self._after_abort(app, run, job.id, context), "record the abort"
+                )
                 raise
             except asyncio.CancelledError:
                 if context.abort_reason() == job_context.AbortReason.SHUTDOWN:
-                    with contextlib.suppress(Exception):
-                        await self._call(app, "mark_shutdown", run=str(run.run_id), job=job.id)
-                raise
+                    # A stopping worker: the run is interrupted (suspended, resumable), never cancelled.
+                    await self._bookkeeping(
+                        context,
+                        lambda: self._call(
+                            app, "mark_shutdown", run=str(run.run_id), job=job.id
+                        ),
+                        "record the interruption",
+                    )
+                    raise
+                # An abort asked for (runs cancel, a newer fire, the timeout): the job ends aborted, which
+                # Procrastinate never retries (a CancelledError it would retry, for a task with retry=).
+                reason = await self._bookkeeping(
+                    context, lambda: self._after_abort(app, run, job.id, context), "record the abort"
+                )
+                _uncancel()
+                raise pexc.JobAborted(f"run {run.short_id} was aborted ({reason or 'cancel'})") from None
             except Exception as exc:
-                await self._record_error(app, run, job.id, exc)
+                await self._bookkeeping(
+                    context, lambda e=exc: self._record_error(app, run, job.id, e), "record the error"
+                )
                 raise
             if watch.aborted or context.should_abort():
                 # The task returned although it was asked to abort (a sync task that ignored it).
-                reason = await self._after_abort(app, run, job.id, context)
+                reason = await self._bookkeeping(
+                    context, lambda: self._after_abort(app, run, job.id, context), "record the abort"
+                )
                 if reason is not None and reason != "shutdown":  # timeout, cancel, cancelled by a newer fire
                     raise pexc.JobAborted(f"run {run.short_id} was aborted ({reason}); its result is discarded")
-            await self._record_result(app, run, job.id, result)
+            # The body finished: its result is kept even when a stopping worker cancels us meanwhile.
+            await self._bookkeeping(context, lambda: self._record_result(app, run, job.id, result), "record the result")
             return result
         finally:
             run_context._reset(tokens)
@@ -135,40 +164,120 @@ class RunMiddleware:
             return True
         return False
 
+    async def _look_up(self, app: procrastinate.App, context: procrastinate.JobContext) -> dict[str, Any] | None:
+        """The job's run (its context), retried through an outage: a scheduled job never runs without its
+        context. A worker stopping meanwhile hands the job back (todo again) before its body started."""
+        job_id = context.job.id
+
+        async def look() -> dict[str, Any] | None:
+            row = await queries.connector_one(app.connector, "run_context", job=job_id)
+            return row["ctx"] if row else None
+
+        def stopping() -> float | None:
+            return time.monotonic() if context.should_abort() else None
+
+        try:
+            return await retrying(look, what=f"looking up the run of job {job_id}", logger=logger, deadline=stopping)
+        except (asyncio.CancelledError, GiveUp):
+            # The worker is stopping before the body started: its job manager hands the job back (todo
+            # again, the run queued) instead of finishing it (without ours, it ends aborted: the run is
+            # then interrupted, and suspended).
+            if isinstance(app.job_manager, RunJobManager):
+                app.job_manager.hand_back(job_id)
+            _uncancel()
+            raise pexc.JobAborted(
+                f"job {job_id} is handed back: the worker stopped before its run was looked up"
+            ) from None
+
+    async def _bookkeeping(
+        self, context: procrastinate.JobContext, call: Callable[[], Awaitable[Any]], what: str, *, quiet: bool = True
+    ) -> Any:
+        """Write something down for the run (its result, its error, an abort), retried through an outage.
+        A stopping worker waits `BOOKKEEPING_GRACE` for it rather than drop it (its cancellation is
+        absorbed), so that the job ends as its body did. ``quiet``: an error is logged, not raised (the
+        task's own exception, or result, goes on)."""
+        stop_seen: list[float] = []
+
+        def deadline() -> float | None:
+            if context.abort_reason() != job_context.AbortReason.SHUTDOWN:
+                return None
+            if not stop_seen:
+                stop_seen.append(time.monotonic() + BOOKKEEPING_GRACE)
+            return stop_seen[0]
+
+        async def write_down() -> Any:
+            try:
+                return await retrying(call, what=f"{what} of a run", logger=logger, deadline=deadline)
+            except GiveUp:
+                logger.warning("could not %s of a run before the worker stopped", what)
+                return None
+            except Exception:
+                if not quiet:
+                    raise
+                logger.exception("could not %s of a run", what)
+                return None
+
+        write = asyncio.ensure_future(write_down())
+        try:
+            return await asyncio.shield(write)
+        except asyncio.CancelledError:
+            if write.done():
+                raise
+            _uncancel()
+            try:
+                return await asyncio.wait_for(write, timeout=BOOKKEEPING_GRACE)
+            except TimeoutError:
+                logger.warning("could not %s of a run before the worker stopped", what)
+                return None
+
     async def _call(self, app: procrastinate.App, query: str, **params: Any) -> Any:
         """Named query ``query`` with the deployment's locale for the messages it renders; its value."""
         row = await queries.connector_one(app.connector, query, locale=self.locale, **params)
         return row["value"] if row else None
 
     async def _await_approval(
-        self, app: procrastinate.App, run: run_context.RunContext, job_id: int, ask: AwaitApproval
+        self,
+        app: procrastinate.App,
+        context: procrastinate.JobContext,
+        run: run_context.RunContext,
+        job_id: int,
+        ask: AwaitApproval,
     ) -> None:
         try:
             state = json.dumps(ask.state, ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as exc:
             problem = str(exc)
-            await self._call(
-                app,
-                "record_not_serialisable",
-                run=str(run.run_id),
-                job=job_id,
-                problem=problem,
+            await self._bookkeeping(
+                context,
+                lambda: self._call(
+                    app,
+                    "record_not_serialisable",
+                    run=str(run.run_id),
+                    job=job_id,
+                    problem=problem,
+                ),
+                "record the error",
             )
             raise TypeError(problem) from None
         try:
-            segment = await self._call(
-                app,
-                "await_approval",
-                run=str(run.run_id),
-                job=job_id,
-                title=ask.title,
-                state=state,
+            segment = await self._bookkeeping(
+                context,
+                lambda: self._call(
+                    app,
+                    "await_approval",
+                    run=str(run.run_id),
+                    job=job_id,
+                    title=ask.title,
+                    state=state,
+                ),
+                "record the approval asked for",
+                quiet=False,
             )
         except pexc.ConnectorException as exc:
             refused = from_database(exc.__cause__ or exc)
             if refused is None:
                 raise
-            await self._record_error(app, run, job_id, refused)
+            await self._bookkeeping(context, lambda: self._record_error(app, run, job_id, refused), "record the error")
             raise refused from None
         logger.info("run %s awaits approval of segment %s: %s", run.short_id, segment, ask.title)
 
@@ -176,46 +285,43 @@ class RunMiddleware:
         self, app: procrastinate.App, run: run_context.RunContext, job_id: int, exc: BaseException
     ) -> None:
         message, code = error_text(exc)
-        try:
-            await self._call(
-                app,
-                "record_task_error",
-                run=str(run.run_id),
-                job=job_id,
-                message=message,
-                code=code,
-            )
-        except Exception:
-            logger.exception("could not record the error of run %s", run.short_id)
+        await self._call(
+            app,
+            "record_task_error",
+            run=str(run.run_id),
+            job=job_id,
+            message=message,
+            code=code,
+        )
 
     async def _record_result(
         self, app: procrastinate.App, run: run_context.RunContext, job_id: int, result: Any
     ) -> None:
-        if result is None:
-            return
-        try:
-            value = json.dumps(result, ensure_ascii=False, allow_nan=False)
-        except (TypeError, ValueError):
-            return  # not JSON data: the task's business; the run still succeeds
-        if len(value) > MAX_RESULT:
-            return
-        try:
-            await self._call(
-                app,
-                "record_result",
-                run=str(run.run_id),
-                job=job_id,
-                value=value,
-            )
-        except Exception:
-            logger.exception("could not record the result of run %s", run.short_id)
+        """Keep the result (JSON data up to MAX_RESULT, else none) and that the body succeeded."""
+        value: str | None = None
+        if result is not None:
+            try:
+                value = json.dumps(result, ensure_ascii=False, allow_nan=False)
+            except (TypeError, ValueError):
+                value = None  # not JSON data: the task's business; the run still succeeds
+            if value is not None and len(value) > MAX_RESULT:
+                value = None
+        await self._call(
+            app,
+            "record_result",
+            run=str(run.run_id),
+            job=job_id,
+            value=value,
+        )
 
     async def _after_abort(
         self, app: procrastinate.App, run: run_context.RunContext, job_id: int, context: procrastinate.JobContext
     ) -> str | None:
         """The task ended after an abort request: for a timeout, the error says how late; the reason."""
         if context.abort_reason() == job_context.AbortReason.SHUTDOWN:
-            await self._call(app, "mark_shutdown", run=str(run.run_id), job=job_id)
+            await self._call(
+                app, "mark_shutdown", run=str(run.run_id), job=job_id
+            )
             return "shutdown"
         return await self._call(
             app,
@@ -268,6 +374,13 @@ class Watch:
     aborted: bool = False
 
 
+def _uncancel() -> None:
+    """Absorb the cancellation of the current task (it is handled: the job goes on to be finished)."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        task.uncancel()
+
+
 def error_text(exc: BaseException) -> tuple[str, str]:
     """The run error for an exception: its message (never a repr) and an error code."""
     if isinstance(exc, SchedError):
@@ -279,11 +392,14 @@ def error_text(exc: BaseException) -> tuple[str, str]:
 
 
 def install(app: procrastinate.App, middleware: RunMiddleware | None = None) -> procrastinate.App:
-    """Add the run middleware to ``app``'s workers, outermost; returns the app.
+    """Add the run middleware to ``app``'s workers, outermost, and the job manager its workers need
+    (`agentlab_sched.runs.jobs.RunJobManager`); returns the app.
 
     Without ``middleware``, an app that has one already keeps it (calling this twice is harmless);
     with one, it replaces the one installed (to set its locale or abort grace).
     """
+    if not isinstance(app.job_manager, RunJobManager):
+        app.job_manager = RunJobManager(app)  # unknown tasks and settled jobs, see runs/jobs.py
     current = list(app.worker_defaults.get("worker_middleware") or [])
     if middleware is None and any(isinstance(m, RunMiddleware) for m in current):
         return app

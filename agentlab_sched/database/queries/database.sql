@@ -28,6 +28,45 @@ SELECT name, checksum FROM agentlab_sched.schema_migrations
 -- Whether Procrastinate's schema is there.
 SELECT to_regclass('public.procrastinate_jobs') IS NOT NULL AS present
 
+-- name: drop_job_triggers
+-- Our triggers on procrastinate_jobs, dropped while Procrastinate's migrations run (sql/50_runs.sql makes
+-- them again).
+DO $$
+BEGIN
+    DROP TRIGGER IF EXISTS agentlab_sched_follow_job ON public.procrastinate_jobs;
+    DROP TRIGGER IF EXISTS agentlab_sched_follow_deleted_job ON public.procrastinate_jobs;
+END
+$$
+
+-- name: procrastinate_has_relation
+-- Whether table or index %(a)s of Procrastinate's is there (a migration's marker, database/upstream.py).
+SELECT to_regclass('public.' || quote_ident(%(a)s)) IS NOT NULL AS present
+
+-- name: procrastinate_has_trigger
+-- Whether trigger %(a)s is there.
+SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = %(a)s AND NOT tgisinternal) AS present
+
+-- name: procrastinate_has_function
+-- Whether a function named %(a)s is there in schema public.
+SELECT EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+               WHERE n.nspname = 'public' AND p.proname = %(a)s) AS present
+
+-- name: procrastinate_has_type
+-- Whether type %(a)s is there in schema public.
+SELECT EXISTS (SELECT 1 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+               WHERE n.nspname = 'public' AND t.typname = %(a)s) AS present
+
+-- name: procrastinate_has_label
+-- Whether enum %(a)s has the label %(b)s.
+SELECT EXISTS (SELECT 1 FROM pg_enum e JOIN pg_type t ON t.oid = e.enumtypid
+               JOIN pg_namespace n ON n.oid = t.typnamespace
+               WHERE n.nspname = 'public' AND t.typname = %(a)s AND e.enumlabel = %(b)s) AS present
+
+-- name: procrastinate_has_column
+-- Whether table %(a)s has the column %(b)s.
+SELECT EXISTS (SELECT 1 FROM information_schema.columns
+               WHERE table_schema = 'public' AND table_name = %(a)s AND column_name = %(b)s) AS present
+
 -- name: record_migration
 -- Migration file %(name)s was applied (its checksum %(checksum)s).
 INSERT INTO agentlab_sched.schema_migrations (name, checksum) VALUES (%(name)s, %(checksum)s)

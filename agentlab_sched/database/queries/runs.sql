@@ -145,3 +145,12 @@ SELECT agentlab_sched.finish_after_abort(%(run)s::uuid, %(job)s, clock_timestamp
 WITH l AS MATERIALIZED (SELECT set_config('agentlab_sched.locale', %(locale)s, true))
 SELECT agentlab_sched.time_out_run(%(run)s::uuid, clock_timestamp(), make_interval(secs => %(grace)s)) AS value
 FROM l
+
+-- name: hand_back_job
+-- A stopping worker puts job %(job)s back to todo (its run's body never started): whether it did.
+SELECT agentlab_sched.hand_back_job(%(job)s) AS back
+
+-- name: record_unknown_task
+-- The worker that took job %(job)s does not know its task: the run's error says so.
+WITH l AS MATERIALIZED (SELECT set_config('agentlab_sched.locale', %(locale)s, true))
+SELECT agentlab_sched.record_unknown_task(%(job)s) AS value FROM l

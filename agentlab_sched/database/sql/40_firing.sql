@@ -196,7 +196,6 @@ DECLARE
     rendered jsonb;
     lock_key text := 'agentlab_sched:' || s.id;
     job_lock text;
-    job_qlock text;
     code text;
     params jsonb;
     session text;
@@ -232,9 +231,12 @@ BEGIN
                                           ELSE 'skipped_overlap' END, 'reason_code', code);
             END IF;
         ELSIF s.overlap = 'buffer_one' THEN
+            -- At most one run waiting for its first start, checked here under the schedule's row lock. No
+            -- Procrastinate queueing lock: a retry of the running job (todo again) would collide with it.
+            -- A run retried or resumed keeps its place ahead of the waiting one (the older job, same lock).
             job_lock := lock_key;
-            job_qlock := lock_key;
-            IF EXISTS (SELECT 1 FROM procrastinate_jobs j WHERE j.queueing_lock = lock_key AND j.status = 'todo') THEN
+            IF EXISTS (SELECT 1 FROM agentlab_sched.runs r
+                       WHERE r.schedule_id = s.id AND r.status = 'queued' AND r.started_at IS NULL) THEN
                 code := 'overlap.one_waiting';
                 params := '{}'::jsonb;
                 fid := agentlab_sched.record_fire(s.id, at, fire_kind, 'skipped_overlap', code, params, NULL, who);
@@ -283,7 +285,7 @@ BEGIN
         RETURN jsonb_build_object('status', 'duplicate');
     END IF;
 
-    jid := (procrastinate_defer_jobs_v1(ARRAY[ROW(s.queue, s.task, s.priority, job_lock, job_qlock, rendered,
+    jid := (procrastinate_defer_jobs_v1(ARRAY[ROW(s.queue, s.task, s.priority, job_lock, NULL, rendered,
                                                   NULL)::procrastinate_job_to_defer_v1]))[1];
     INSERT INTO agentlab_sched.runs (id, schedule_id, fire_id, task, inputs, status, job_id, started_by, timeout,
                                      session_key)
@@ -306,8 +308,10 @@ END
 $$;
 
 -- Cancel the open runs of a schedule (overlap cancel_other): a waiting job is cancelled, a running one
--- is asked to abort (Procrastinate delivers it); runs with no job running end at once. Jobs are locked
--- before runs, the order a worker finishing a job takes (job row, then the run via follow_job).
+-- is asked to abort (Procrastinate delivers it); runs with no job running end at once, and the job of a
+-- suspended run (doing on a worker that is gone, holding the schedule's lock) is ended as `runs cancel`
+-- ends it, so the new run is not held up. Jobs are locked before runs, the order a worker finishing a
+-- job takes (job row, then the run via follow_job).
 CREATE OR REPLACE FUNCTION agentlab_sched.cancel_open_runs(sid bigint, code text) RETURNS integer
 LANGUAGE plpgsql
 SET search_path = public, pg_temp
@@ -321,17 +325,21 @@ BEGIN
                    WHERE schedule_id = sid AND job_id IS NOT NULL
                      AND status IN ('queued', 'running', 'awaiting_approval', 'suspended'))
     ORDER BY j.id FOR UPDATE;
-    FOR r IN SELECT id, job_id, status FROM agentlab_sched.runs
-             WHERE schedule_id = sid AND status IN ('queued', 'running', 'awaiting_approval', 'suspended')
-             ORDER BY id FOR UPDATE LOOP
-        UPDATE agentlab_sched.runs SET abort_reason = code, error = agentlab_sched.msg(code) WHERE id = r.id;
-        -- Any job still waiting or running (also an approved run's next segment, not started yet).
-        IF r.job_id IS NOT NULL THEN
-            PERFORM procrastinate_cancel_job_v1(r.job_id, true, false);
-        END IF;
+    FOR r IN SELECT x.id, x.job_id, x.status, j.status::text AS job_status FROM agentlab_sched.runs x
+             LEFT JOIN procrastinate_jobs j ON j.id = x.job_id
+             WHERE x.schedule_id = sid AND x.status IN ('queued', 'running', 'awaiting_approval', 'suspended')
+             ORDER BY x.id FOR UPDATE OF x LOOP
+        UPDATE agentlab_sched.runs SET abort_reason = code, error = agentlab_sched.msg(code), error_code = code
+        WHERE id = r.id;
         IF r.status IN ('awaiting_approval', 'suspended') THEN
-            UPDATE agentlab_sched.runs SET status = 'cancelled', finished_at = now()
+            UPDATE agentlab_sched.runs SET status = 'cancelled', finished_at = now(), deadline_at = NULL
             WHERE id = r.id AND status IN ('awaiting_approval', 'suspended');
+        END IF;
+        IF r.status = 'suspended' AND r.job_status = 'doing' THEN
+            PERFORM procrastinate_finish_job_v1(r.job_id, 'aborted', false);
+        ELSIF r.job_status IN ('todo', 'doing') THEN
+            -- Any job still waiting or running (also an approved run's next segment, not started yet).
+            PERFORM procrastinate_cancel_job_v1(r.job_id, true, false);
         END IF;
         n := n + 1;
     END LOOP;

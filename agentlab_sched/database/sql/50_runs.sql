@@ -1,65 +1,284 @@
--- Runs follow their Procrastinate jobs: a trigger on procrastinate_jobs, so that status changes made by
--- workers, by the procrastinate CLI or by hand are all seen.
+-- Runs follow their Procrastinate jobs: triggers on procrastinate_jobs, so that status changes and
+-- deletions made by workers, by the procrastinate CLI or by hand are all seen (docs/runs.md, "What a
+-- run follows").
+--
+-- - The triggers name no column (no UPDATE OF, no WHEN): PostgreSQL refuses `ALTER COLUMN ... TYPE` on a
+--   column a trigger definition names, and Procrastinate's own migrations alter procrastinate_jobs.
+-- - They are SECURITY DEFINER: a role with rights on Procrastinate's tables and none on schema
+--   agentlab_sched (the worker of another app sharing the database) still updates and deletes its jobs.
+-- - Finishing a job never waits on the schedules table: counting a run's end against its schedule takes
+--   the schedule's row only if it is free at once, else housekeeping counts it (tally_run).
 
+-- Count a run's end (`ended`) against its schedule: 'success' resets consecutive_failures, 'failure' adds
+-- one and may pause the schedule (count_failure). A run counts once however many of its attempts fail,
+-- until the count is reset (its counted_epoch is the schedule's failure_epoch when it counted). The caller
+-- holds the schedule's row (or waits for it under its lock_timeout).
+CREATE OR REPLACE FUNCTION agentlab_sched.apply_tally(run_id uuid, sid bigint, ended text) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s agentlab_sched.schedules;
+    counted integer;
+BEGIN
+    SELECT * INTO s FROM agentlab_sched.schedules x WHERE x.id = sid FOR UPDATE;
+    IF FOUND THEN
+        IF ended = 'success' THEN
+            IF s.consecutive_failures <> 0 THEN
+                UPDATE agentlab_sched.schedules x SET consecutive_failures = 0 WHERE x.id = sid;
+            END IF;
+        ELSE
+            SELECT x.counted_epoch INTO counted FROM agentlab_sched.runs x WHERE x.id = run_id;
+            IF counted IS DISTINCT FROM s.failure_epoch THEN
+                PERFORM agentlab_sched.count_failure(sid);
+                UPDATE agentlab_sched.runs x SET counted_epoch = s.failure_epoch WHERE x.id = run_id;
+            END IF;
+        END IF;
+    END IF;
+    UPDATE agentlab_sched.runs x SET tally_pending = NULL WHERE x.id = run_id AND x.tally_pending IS NOT NULL;
+END
+$$;
+
+-- The same, from a job being finished: without waiting on the schedules table (a migration's LOCK TABLE,
+-- a transaction holding the row, a tick claiming it). When the row is not free within a moment, or an
+-- earlier count of this schedule is still pending, the count is left to housekeeping, in order: returns
+-- what the caller records in runs.tally_pending (NULL when counted now). Called before the caller's update
+-- of the run: a second update of a row this transaction already changed would check its foreign key to
+-- schedules, which waits on a locked table.
+CREATE OR REPLACE FUNCTION agentlab_sched.tally_run(run_id uuid, sid bigint, ended text) RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    saved text := pg_catalog.current_setting('lock_timeout');
+BEGIN
+    IF sid IS NULL OR ended IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF EXISTS (SELECT 1 FROM agentlab_sched.runs x WHERE x.schedule_id = sid AND x.tally_pending IS NOT NULL) THEN
+        RETURN ended;
+    END IF;
+    PERFORM pg_catalog.set_config('lock_timeout', '50ms', true);
+    BEGIN
+        PERFORM agentlab_sched.apply_tally(run_id, sid, ended);
+    EXCEPTION WHEN lock_not_available THEN
+        PERFORM pg_catalog.set_config('lock_timeout', saved, true);
+        RETURN ended;  -- left to housekeeping
+    END;
+    PERFORM pg_catalog.set_config('lock_timeout', saved, true);
+    RETURN NULL;
+END
+$$;
+
+-- Housekeeping: the counts tally_run could not make, oldest first, schedule by schedule (a schedule
+-- whose row is still taken waits for the next round). Returns how many were counted.
+CREATE OR REPLACE FUNCTION agentlab_sched.apply_pending_tallies() RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    sid bigint;
+    r record;
+    n integer := 0;
+BEGIN
+    FOR sid IN SELECT DISTINCT x.schedule_id FROM agentlab_sched.runs x WHERE x.tally_pending IS NOT NULL LOOP
+        PERFORM 1 FROM agentlab_sched.schedules s WHERE s.id = sid FOR UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND AND EXISTS (SELECT 1 FROM agentlab_sched.schedules s WHERE s.id = sid);
+        FOR r IN SELECT x.id, x.tally_pending FROM agentlab_sched.runs x
+                 WHERE x.schedule_id = sid AND x.tally_pending IS NOT NULL
+                 ORDER BY x.finished_at, x.id FOR UPDATE SKIP LOCKED LOOP
+            PERFORM agentlab_sched.apply_tally(r.id, sid, r.tally_pending);
+            n := n + 1;
+        END LOOP;
+    END LOOP;
+    RETURN n;
+END
+$$;
+
+-- consecutive_failures back to 0 (a success, a resume): a new epoch, so a run that failed before counts
+-- again if it fails again after. (Fires after schedules_before_write, which may itself reset the count.)
+CREATE OR REPLACE FUNCTION agentlab_sched.schedules_failure_epoch() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    NEW.failure_epoch := OLD.failure_epoch + 1;
+    RETURN NEW;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER schedules_failure_epoch
+    BEFORE UPDATE ON agentlab_sched.schedules
+    FOR EACH ROW WHEN (NEW.consecutive_failures = 0 AND OLD.consecutive_failures <> 0)
+    EXECUTE FUNCTION agentlab_sched.schedules_failure_epoch();
+
+-- Whether an abort asked for by someone (runs cancel, a newer fire of a cancel_other schedule, abandon,
+-- reject, or Procrastinate's own cancel with abort) is what ended a job: the run is cancelled, never a
+-- failure. A timeout is not one of them (the run times out); a worker stopping is not either (nobody
+-- asked: the run is interrupted).
+CREATE OR REPLACE FUNCTION agentlab_sched.cancel_asked(r agentlab_sched.runs, abort_requested boolean)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(r.abort_reason, '') <> 'timeout'
+           AND (r.abort_reason IN ('cancel', 'overlap.cancelled_by_newer', 'abandoned', 'rejected')
+                OR coalesce(abort_requested, false))
+$$;
+
+-- What a run becomes when its job `ended` so (a job status, or 'removed_waiting' / 'removed_running' when
+-- the job row was deleted while todo / doing), and writes it. `abort_requested`: the job's flag before the
+-- change (a cancel asked through Procrastinate). Returns the run's new status, or NULL when it stays.
+CREATE OR REPLACE FUNCTION agentlab_sched.settle_run(r agentlab_sched.runs, ended text, abort_requested boolean)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    next_status text;
+    code text;
+    params jsonb := '{}'::jsonb;
+    pending text;
+BEGIN
+    IF ended = 'removed_running' THEN
+        -- Deleted instead of finished (procrastinate worker --delete-jobs): what the middleware saw the
+        -- body do just before; nothing known (a DELETE by hand, a worker without the middleware):
+        -- cancelled, saying so.
+        ended := coalesce(r.outcome, 'removed_running');
+    END IF;
+
+    IF r.status IN ('succeeded', 'failed', 'cancelled', 'timed_out') THEN
+        -- Ended: only a Procrastinate retry of its job (procrastinate retry) brings it back.
+        next_status := CASE WHEN ended = 'todo' THEN 'queued' END;
+    ELSIF r.status = 'awaiting_approval' THEN
+        -- The job of the segment that asked ends (or is deleted) as it likes; the approved segment's job
+        -- starting, or gone before it started, is what moves the run.
+        next_status := CASE ended WHEN 'doing' THEN 'running'
+                                  WHEN 'removed_waiting' THEN 'cancelled'
+                                  WHEN 'cancelled' THEN 'cancelled' END;
+    ELSIF r.status = 'suspended' THEN
+        -- Resumed (its stalled job retried), or the job it was suspended for finished after all.
+        next_status := CASE ended WHEN 'todo' THEN 'queued' WHEN 'doing' THEN 'running'
+                                  WHEN 'succeeded' THEN 'succeeded' WHEN 'failed' THEN 'failed' END;
+    ELSE
+        next_status := CASE ended
+            WHEN 'todo' THEN 'queued'
+            WHEN 'doing' THEN 'running'
+            -- A task that ignored a timeout abort and returned anyway still timed out.
+            WHEN 'succeeded' THEN CASE WHEN r.abort_reason = 'timeout' THEN 'timed_out' ELSE 'succeeded' END
+            WHEN 'failed' THEN CASE WHEN r.abort_reason = 'timeout' THEN 'timed_out'
+                                    WHEN agentlab_sched.cancel_asked(r, abort_requested) THEN 'cancelled'
+                                    ELSE 'failed' END
+            WHEN 'aborted' THEN CASE WHEN r.abort_reason = 'timeout' THEN 'timed_out'
+                                     WHEN agentlab_sched.cancel_asked(r, abort_requested) THEN 'cancelled'
+                                     ELSE 'interrupted' END
+            WHEN 'cancelled' THEN 'cancelled'
+            WHEN 'removed_waiting' THEN 'cancelled'
+            WHEN 'removed_running' THEN 'cancelled' END;
+    END IF;
+    IF next_status IS NULL OR next_status = r.status THEN
+        RETURN NULL;
+    END IF;
+
+    -- Why, when nobody said so already.
+    IF next_status = 'cancelled' AND ended IN ('removed_waiting', 'removed_running') THEN
+        code := CASE ended WHEN 'removed_waiting' THEN 'run.job_removed' ELSE 'run.job_removed_running' END;
+    ELSIF next_status = 'cancelled' AND r.abort_reason IS NULL THEN
+        code := 'run.job_cancelled';
+    ELSIF next_status = 'failed' AND r.error IS NULL THEN
+        code := 'run.failed_without_error';
+        params := jsonb_build_object('task', r.task);
+    END IF;
+
+    IF next_status = 'interrupted' THEN
+        -- Nobody asked it to stop (its worker stopped, a shutdown aborted it): suspended, resumable.
+        UPDATE agentlab_sched.runs x
+        SET status = 'suspended', suspended_at = now(), deadline_at = NULL, finished_at = NULL,
+            abort_reason = NULL, abort_requested_at = NULL, outcome = NULL,
+            error = agentlab_sched.msg('run.suspended'), error_code = 'run.suspended', updated_at = now()
+        WHERE x.id = r.id;
+        RETURN 'suspended';
+    END IF;
+
+    pending := agentlab_sched.tally_run(r.id, r.schedule_id, CASE WHEN next_status = 'succeeded' THEN 'success'
+                                                                  WHEN next_status IN ('failed', 'timed_out') THEN 'failure'
+                                                              END);
+    UPDATE agentlab_sched.runs x SET
+        status = next_status,
+        tally_pending = pending,
+        started_at = CASE WHEN next_status = 'running' THEN coalesce(x.started_at, now()) ELSE x.started_at END,
+        deadline_at = CASE WHEN next_status = 'running' AND x.timeout IS NOT NULL THEN now() + x.timeout
+                           WHEN next_status IN ('succeeded', 'failed', 'cancelled', 'timed_out') THEN NULL
+                           ELSE x.deadline_at END,
+        finished_at = CASE WHEN next_status IN ('succeeded', 'failed', 'cancelled', 'timed_out') THEN now()
+                           ELSE NULL END,
+        error = CASE WHEN code IS NOT NULL THEN agentlab_sched.msg(code, params)
+                     WHEN next_status = 'timed_out' THEN coalesce(x.error, agentlab_sched.msg(
+                         'run.timed_out', jsonb_build_object('timeout', jsonb_build_object(
+                             'duration', extract(epoch FROM x.timeout)))))
+                     WHEN next_status IN ('queued', 'running', 'succeeded') THEN NULL
+                     ELSE x.error END,
+        error_code = CASE WHEN code IS NOT NULL THEN code
+                          WHEN next_status = 'timed_out' THEN coalesce(x.error_code, 'run.timed_out')
+                          WHEN next_status IN ('queued', 'running', 'succeeded') THEN NULL
+                          ELSE x.error_code END,
+        outcome = CASE WHEN next_status IN ('queued', 'running') THEN NULL ELSE x.outcome END,
+        updated_at = now()
+    WHERE x.id = r.id;
+    RETURN next_status;
+END
+$$;
+
+-- AFTER UPDATE ON procrastinate_jobs: the run of the job follows a change of its status.
 CREATE OR REPLACE FUNCTION agentlab_sched.follow_job() RETURNS trigger
 LANGUAGE plpgsql
-SET search_path = public, pg_temp
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r agentlab_sched.runs;
-    next_status text;
 BEGIN
-    SELECT * INTO r FROM agentlab_sched.runs WHERE job_id = NEW.id FOR UPDATE;
-    IF NOT FOUND THEN
+    IF OLD.status IS NOT DISTINCT FROM NEW.status THEN
         RETURN NULL;
     END IF;
-    next_status := CASE NEW.status::text
-        WHEN 'todo' THEN 'queued'
-        WHEN 'doing' THEN 'running'
-        -- A task that ignored a timeout abort and returned anyway still timed out.
-        WHEN 'succeeded' THEN CASE WHEN r.abort_reason = 'timeout' THEN 'timed_out' ELSE 'succeeded' END
-        WHEN 'failed' THEN CASE WHEN r.abort_reason = 'timeout' THEN 'timed_out' ELSE 'failed' END
-        WHEN 'cancelled' THEN 'cancelled'
-        WHEN 'aborted' THEN CASE WHEN r.abort_reason = 'timeout' THEN 'timed_out' ELSE 'cancelled' END
-        ELSE r.status END;
-    -- A terminal run stays as it is (a timeout already recorded, an abandoned run); a run whose task asked
-    -- for approval keeps waiting when its job ends.
-    IF r.status IN ('succeeded', 'failed', 'cancelled', 'timed_out') AND next_status <> 'queued' THEN
-        RETURN NULL;
-    END IF;
-    IF r.status = 'awaiting_approval' AND next_status IN ('succeeded', 'failed') THEN
-        RETURN NULL;
-    END IF;
-    IF next_status = r.status THEN
-        RETURN NULL;
-    END IF;
-    UPDATE agentlab_sched.runs SET
-        status = next_status,
-        started_at = CASE WHEN next_status = 'running' THEN coalesce(started_at, now()) ELSE started_at END,
-        deadline_at = CASE WHEN next_status = 'running' AND timeout IS NOT NULL THEN now() + timeout
-                           WHEN next_status IN ('succeeded', 'failed', 'cancelled', 'timed_out') THEN NULL
-                           ELSE deadline_at END,
-        finished_at = CASE WHEN next_status IN ('succeeded', 'failed', 'cancelled', 'timed_out') THEN now()
-                           ELSE NULL END,
-        error = CASE WHEN next_status = 'timed_out' THEN coalesce(error, agentlab_sched.msg(
-                         'run.timed_out', jsonb_build_object('timeout', jsonb_build_object('duration', extract(epoch FROM timeout)))))
-                     WHEN next_status IN ('queued', 'running', 'succeeded') THEN NULL
-                     ELSE error END,
-        updated_at = now()
-    WHERE id = r.id;
-    IF r.schedule_id IS NOT NULL THEN
-        IF next_status = 'succeeded' THEN
-            UPDATE agentlab_sched.schedules SET consecutive_failures = 0
-            WHERE id = r.schedule_id AND consecutive_failures <> 0;
-        ELSIF next_status IN ('failed', 'timed_out') THEN
-            PERFORM agentlab_sched.count_failure(r.schedule_id);
-        END IF;
+    SELECT * INTO r FROM agentlab_sched.runs x WHERE x.job_id = NEW.id FOR UPDATE;
+    IF FOUND THEN
+        PERFORM agentlab_sched.settle_run(r, NEW.status::text, OLD.abort_requested);
     END IF;
     RETURN NULL;
 END
 $$;
 
+-- BEFORE DELETE ON procrastinate_jobs: a job deleted while waiting cancels its run (saying its job was
+-- removed); one deleted while running (instead of finished: --delete-jobs) ends its run as the body
+-- ended. A finished job deleted later (retention, remove_old_jobs) changes nothing. Before the delete,
+-- while the run still points at the job (runs.job_id is set NULL by the foreign key).
+CREATE OR REPLACE FUNCTION agentlab_sched.follow_deleted_job() RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r agentlab_sched.runs;
+BEGIN
+    IF OLD.status::text IN ('todo', 'doing') THEN
+        SELECT * INTO r FROM agentlab_sched.runs x WHERE x.job_id = OLD.id FOR UPDATE;
+        IF FOUND THEN
+            PERFORM agentlab_sched.settle_run(r, CASE WHEN OLD.status::text = 'todo' THEN 'removed_waiting'
+                                                      ELSE 'removed_running' END, OLD.abort_requested);
+        END IF;
+    END IF;
+    RETURN OLD;
+END
+$$;
+
+REVOKE ALL ON FUNCTION agentlab_sched.follow_job() FROM PUBLIC;
+REVOKE ALL ON FUNCTION agentlab_sched.follow_deleted_job() FROM PUBLIC;
+
 CREATE OR REPLACE TRIGGER agentlab_sched_follow_job
-    AFTER UPDATE OF status ON public.procrastinate_jobs
-    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
-    EXECUTE FUNCTION agentlab_sched.follow_job();
+    AFTER UPDATE ON public.procrastinate_jobs
+    FOR EACH ROW EXECUTE FUNCTION agentlab_sched.follow_job();
+
+CREATE OR REPLACE TRIGGER agentlab_sched_follow_deleted_job
+    BEFORE DELETE ON public.procrastinate_jobs
+    FOR EACH ROW EXECUTE FUNCTION agentlab_sched.follow_deleted_job();

@@ -163,21 +163,24 @@ $$;
 -- ------------------------------------------------------------------------------------------------
 
 -- Everything a task may read about its run (context.current_run()), looked up by its job; NULL for a
--- job that is not a run's. seconds_left: until the run's deadline, by the database clock.
+-- job that is not a run's. seconds_left: until the run's deadline, by the database clock. For a job whose
+-- run is not running (cancelled while the job was being fetched, ...) only its id and status: the
+-- middleware does not run such a body.
 CREATE OR REPLACE FUNCTION agentlab_sched.run_context(job bigint) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
-    SELECT jsonb_build_object(
-        'run_id', r.id, 'fire_id', r.fire_id, 'fire_at', f.fire_at, 'kind', f.kind,
+    SELECT CASE WHEN r.status <> 'running' THEN jsonb_build_object('run_id', r.id, 'status', r.status)
+           ELSE jsonb_build_object(
+        'run_id', r.id, 'status', r.status, 'fire_id', r.fire_id, 'fire_at', f.fire_at, 'kind', f.kind,
         'schedule_id', r.schedule_id, 'schedule', s.name, 'segment', r.segment,
         'session_key', r.session_key, 'state', r.state, 'inputs', r.inputs, 'task', r.task,
         'started_by', r.started_by, 'timeout_seconds', extract(epoch FROM r.timeout),
         'seconds_left', extract(epoch FROM r.deadline_at - clock_timestamp()),
         'approval', (SELECT to_jsonb(a) - 'job_id' FROM agentlab_sched.approvals a
-                     WHERE a.run_id = r.id AND a.segment = r.segment - 1))
+                     WHERE a.run_id = r.id AND a.segment = r.segment - 1)) END
     FROM agentlab_sched.runs r
     LEFT JOIN agentlab_sched.fires f ON f.id = r.fire_id
     LEFT JOIN agentlab_sched.schedules s ON s.id = r.schedule_id
-    WHERE r.job_id = job AND r.status = 'running'
+    WHERE r.job_id = job
 $$;
 
 -- The task asked for approval (raise AwaitApproval): the run waits, with a pending approval for its
@@ -210,29 +213,61 @@ END
 $$;
 
 -- The task raised: its message becomes the run's error (the job trigger then marks the run failed, or
--- queued again when Procrastinate retries it).
+-- queued again when Procrastinate retries it). Also what the run becomes if the job is deleted instead of
+-- finished (runs.outcome).
 CREATE OR REPLACE FUNCTION agentlab_sched.record_task_error(run_id uuid, job bigint, message text, code text)
 RETURNS boolean
 LANGUAGE sql AS $$
-    UPDATE agentlab_sched.runs r SET error = left(message, 4000), error_code = code, updated_at = now()
+    UPDATE agentlab_sched.runs r SET error = left(message, 4000), error_code = code, outcome = 'failed',
+                                     updated_at = now()
     WHERE r.id = run_id AND r.job_id = job AND r.status = 'running'
     RETURNING true
 $$;
 
--- The task returned: keep its result (JSON) with the run.
+-- The task returned: keep its result (JSON, or NULL for none) with the run; the run succeeds when its job
+-- is finished, or deleted (runs.outcome).
 CREATE OR REPLACE FUNCTION agentlab_sched.record_result(run_id uuid, job bigint, value jsonb) RETURNS boolean
 LANGUAGE sql AS $$
-    UPDATE agentlab_sched.runs r SET result = value, updated_at = now()
+    UPDATE agentlab_sched.runs r SET result = value, outcome = 'succeeded', updated_at = now()
     WHERE r.id = run_id AND r.job_id = job AND r.status = 'running'
     RETURNING true
 $$;
 
--- A worker is shutting down and aborted the job: the run will be suspended (not cancelled) when the job
--- ends aborted, so that it can be resumed. A timeout or cancel already asked for is kept.
+-- The task was aborted by a stopping worker (or ended after any abort): recorded for a job deleted
+-- instead of finished. A timeout or cancel already asked for is kept; without one, the run is
+-- interrupted (suspended, or what its schedule's on_interrupt says), never cancelled.
 CREATE OR REPLACE FUNCTION agentlab_sched.mark_shutdown(run_id uuid, job bigint) RETURNS boolean
 LANGUAGE sql AS $$
-    UPDATE agentlab_sched.runs r SET abort_reason = 'shutdown', updated_at = now()
-    WHERE r.id = run_id AND r.job_id = job AND r.status = 'running' AND r.abort_reason IS NULL
+    UPDATE agentlab_sched.runs r SET abort_reason = coalesce(r.abort_reason, 'shutdown'), outcome = 'aborted',
+                                     updated_at = now()
+    WHERE r.id = run_id AND r.job_id = job AND r.status = 'running'
+    RETURNING true
+$$;
+
+-- A stopping worker hands back the job of a run whose body never started (it could not look the run up
+-- in time): todo again, so the run is queued for the next worker. True when it was handed back.
+CREATE OR REPLACE FUNCTION agentlab_sched.hand_back_job(job bigint) RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = public, pg_temp
+AS $$
+BEGIN
+    PERFORM 1 FROM procrastinate_jobs j WHERE j.id = job AND j.status = 'doing' FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM procrastinate_retry_job_v2(job, NULL, NULL, NULL, NULL);
+    RETURN true;
+END
+$$;
+
+-- A worker took the job of a run whose task its app does not have (Procrastinate fails it before any
+-- middleware runs): the run's error says so.
+CREATE OR REPLACE FUNCTION agentlab_sched.record_unknown_task(job bigint) RETURNS boolean
+LANGUAGE sql AS $$
+    UPDATE agentlab_sched.runs r
+    SET error = agentlab_sched.msg('run.task_unknown', jsonb_build_object('task', r.task)),
+        error_code = 'run.task_unknown', outcome = 'failed', updated_at = now()
+    WHERE r.job_id = job AND r.status = 'running'
     RETURNING true
 $$;
 
@@ -252,6 +287,7 @@ BEGIN
     IF NOT FOUND OR r.abort_reason IS NULL THEN
         RETURN NULL;
     END IF;
+    UPDATE agentlab_sched.runs x SET outcome = 'aborted' WHERE x.id = r.id AND x.status = 'running';
     IF r.abort_reason = 'timeout' THEN
         late := now - coalesce(r.abort_requested_at, now);
         UPDATE agentlab_sched.runs x SET
@@ -694,9 +730,8 @@ $$;
 -- BEFORE UPDATE OF status ON runs:
 -- - an approved run whose new job starts enters its next segment (not at approval time: until it runs
 --   again it still counts as awaiting approval, and its segment names the approval it waits on);
--- - a run whose job a stopping worker aborted (abort_reason 'shutdown') is suspended, not cancelled:
---   nobody asked for it to stop, and it can be resumed;
 -- - a run queued or running again forgets an earlier abort request.
+-- (A run whose job a stopping worker aborted is interrupted, not cancelled: settle_run in 50_runs.sql.)
 CREATE OR REPLACE FUNCTION agentlab_sched.runs_lifecycle() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -704,14 +739,6 @@ BEGIN
        AND EXISTS (SELECT 1 FROM agentlab_sched.approvals a
                    WHERE a.run_id = NEW.id AND a.segment = OLD.segment AND a.status = 'approved') THEN
         NEW.segment := OLD.segment + 1;
-    END IF;
-    IF NEW.status = 'cancelled' AND OLD.status = 'running' AND OLD.abort_reason = 'shutdown' THEN
-        NEW.status := 'suspended';
-        NEW.finished_at := NULL;
-        NEW.suspended_at := now();
-        NEW.deadline_at := NULL;
-        NEW.error := agentlab_sched.msg('run.suspended');
-        NEW.error_code := 'run.suspended';
     END IF;
     IF NEW.status IN ('queued', 'running') AND NEW.status <> OLD.status THEN
         NEW.abort_reason := NULL;

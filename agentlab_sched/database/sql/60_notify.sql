@@ -25,6 +25,8 @@ LANGUAGE plpgsql AS $$
 DECLARE
     ev text := agentlab_sched.notify_event(NEW.status);
     written integer;
+    subscribed boolean;
+    saved text := current_setting('lock_timeout');
 BEGIN
     IF ev IS NULL OR NEW.schedule_id IS NULL THEN
         RETURN NULL;
@@ -38,9 +40,19 @@ BEGIN
        AND NEW.status IN ('succeeded', 'failed', 'cancelled', 'timed_out') THEN
         RETURN NULL;
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM agentlab_sched.schedules s
-                   WHERE s.id = NEW.schedule_id AND s.webhook_url_enc IS NOT NULL
-                     AND ev = ANY (s.webhook_events)) THEN
+    -- Without waiting on the schedules table (a job is being finished: a migration's LOCK TABLE must not
+    -- hold it up): when it cannot be read at once, the row is written anyway and the dispatcher, which
+    -- checks the subscription again when it sends, drops it if the schedule is not subscribed.
+    PERFORM set_config('lock_timeout', '50ms', true);
+    BEGIN
+        subscribed := EXISTS (SELECT 1 FROM agentlab_sched.schedules s
+                              WHERE s.id = NEW.schedule_id AND s.webhook_url_enc IS NOT NULL
+                                AND ev = ANY (s.webhook_events));
+    EXCEPTION WHEN lock_not_available THEN
+        subscribed := true;
+    END;
+    PERFORM set_config('lock_timeout', saved, true);
+    IF NOT subscribed THEN
         RETURN NULL;
     END IF;
     IF ev <> 'awaiting_approval' AND EXISTS (
@@ -125,3 +137,17 @@ BEGIN
             nullif(current_setting('application_name', true), ''));
 END
 $$;
+
+-- AFTER DELETE ON schedules: its notifications go with it (what a foreign key with ON DELETE CASCADE did;
+-- the outbox has none, so that writing to it never waits on the schedules table).
+CREATE OR REPLACE FUNCTION agentlab_sched.schedules_outbox_gone() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM agentlab_sched.outbox o WHERE o.schedule_id = OLD.id;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER schedules_outbox_gone
+    AFTER DELETE ON agentlab_sched.schedules
+    FOR EACH ROW EXECUTE FUNCTION agentlab_sched.schedules_outbox_gone();

@@ -3,6 +3,8 @@
 -- - finished jobs of the scheduler's own periodic tasks (one a second) are deleted;
 -- - runs whose worker stopped heartbeating for `stalled_after` become suspended (detect_suspended);
 -- - runs past their deadline are aborted, and a task that ignores the abort is reported (enforce_timeouts);
+-- - runs' ends that could not be counted against their schedule when their job finished (the schedules
+--   table or row was locked) are counted (apply_pending_tallies);
 -- - with a `retention`, history older than that is pruned, at most `prune_batch` runs a call (prune).
 -- Every part skips rows another worker is handling; any number of workers can run it at once.
 
@@ -28,7 +30,8 @@ BEGIN
     done := jsonb_build_object(
         'pruned_ticks', pruned,
         'suspended', agentlab_sched.detect_suspended(now, stalled_after),
-        'timeouts', agentlab_sched.enforce_timeouts(now, abort_grace));
+        'timeouts', agentlab_sched.enforce_timeouts(now, abort_grace),
+        'tallied', agentlab_sched.apply_pending_tallies());
     IF retention IS NOT NULL THEN
         done := done || jsonb_build_object('pruned', agentlab_sched.prune(retention, now, prune_batch));
     END IF;
