@@ -16,6 +16,8 @@ The exception tree::
     ├── LaunchRefused       a resolver refuses a fire; its reason is recorded (firing.hooks)
     ├── Unreadable          a webhook ciphertext that no key here opens, or that belongs to another
     │                       schedule (notify.secrets; internal, the callers say why in words)
+    ├── GiveUp              a call retried through a database outage stopped before it succeeded (its
+    │                       worker is stopping; database.reconnect; internal)
     └── AwaitApproval       a task pauses its run until a person decides (runs.approvals; a signal,
                             not a failure)
 

@@ -119,9 +119,7 @@ class RunMiddleware:
                     # A stopping worker: the run is interrupted (suspended, resumable), never cancelled.
                     await self._bookkeeping(
                         context,
-                        lambda: self._call(
-                            app, "mark_shutdown", run=str(run.run_id), job=job.id
-                        ),
+                        lambda: self._call(app, "mark_shutdown", run=str(run.run_id), job=job.id),
                         "record the interruption",
                     )
                     raise
@@ -319,9 +317,7 @@ class RunMiddleware:
     ) -> str | None:
         """The task ended after an abort request: for a timeout, the error says how late; the reason."""
         if context.abort_reason() == job_context.AbortReason.SHUTDOWN:
-            await self._call(
-                app, "mark_shutdown", run=str(run.run_id), job=job_id
-            )
+            await self._call(app, "mark_shutdown", run=str(run.run_id), job=job_id)
             return "shutdown"
         return await self._call(
             app,
