@@ -42,7 +42,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from types import TracebackType
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 from agentlab_sched import messages
 
@@ -132,6 +132,7 @@ REGISTRY: dict[str, ErrorCode] = {
             "run.already_decided",
             "run.not_suspended",
             "session.not_persistent",
+            "trigger.not_carried_out",
             "trigger.paused",
             "request.duplicate",
             "request.error",
@@ -173,9 +174,7 @@ class _Translated:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> Literal[False]:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool:
         err = from_database(exc) if isinstance(exc, Exception) else None
         if err is None:
             return False  # no error, or not one of ours: it goes on as it is
@@ -186,7 +185,7 @@ class _Translated:
 
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> Literal[False]:
+    ) -> bool:
         return self.__exit__(kind, exc, tb)
 
 

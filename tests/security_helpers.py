@@ -15,6 +15,8 @@ from contextlib import contextmanager
 import psycopg
 from psycopg import conninfo, sql
 
+from agentlab_sched.database.roles import RoleNames, create_roles
+
 PASSWORD = "agentlab-test"
 _counter = itertools.count()
 
@@ -35,6 +37,14 @@ class Roles:
                 conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(group), sql.Identifier(name)))
         self.made.append(name)
         return name
+
+    def groups(self) -> RoleNames:
+        """The reader, admin and worker roles, made for this test by ``roles create`` (create_roles)."""
+        names = RoleNames.with_prefix(f"t{os.getpid()}_{next(_counter)}")
+        self.made.extend([names.worker, names.admin, names.reader])  # dropped in this order, members first
+        with psycopg.connect(self.db_url, autocommit=True) as conn:
+            create_roles(conn, names)
+        return names
 
     def url(self, role: str) -> str:
         """``db_url`` connecting as ``role``."""

@@ -560,9 +560,11 @@ async def test_trigger_fires_now_through_the_same_rules(conn: psycopg.AsyncConne
     outcome = await trigger(conn, "store-report", requested_by="manual:alice", settings=EN)
     assert outcome.status == "started"
     [fire] = await fires(conn, sid)
-    assert (fire["kind"], fire["requested_by"]) == ("manual", "manual:alice")
+    cur = await conn.execute("SELECT session_user AS role")
+    role = (await cur.fetchone())["role"]  # the login role is recorded; the name given is a label beside it
+    assert (fire["kind"], fire["requested_by"]) == ("manual", f"manual:alice ({role})")
     [run] = await runs_of(conn, sid)
-    assert run["started_by"] == "manual:alice"
+    assert run["started_by"] == f"manual:alice ({role})"
     # The run is still queued: a second manual fire is skipped by the overlap rule.
     again = await trigger(conn, "store-report", settings=EN)
     assert again.status == "skipped_overlap" and again.reason is not None and f"#{str(run['id'])[:6]}" in again.reason

@@ -153,14 +153,8 @@ async def test_running_as_a_superuser_is_refused(conn: Conn) -> None:
 def test_who_may_create_or_change_a_sql_schedule(db_url: str, roles: Roles, other_db: str, reporting: str) -> None:
     """The privilege (EXECUTE on schedule_sql) and membership of the role, on every path; other changes
     of a sql schedule, and other schedules, need neither."""
-    author = roles.login("author")
-    with psycopg.connect(db_url, autocommit=True) as owner:
-        # what an admin can do today (the SQL API and its tables), without the sql privilege
-        owner.execute(sql.SQL("GRANT USAGE ON SCHEMA agentlab_sched TO {}").format(sql.Identifier(author)))
-        owner.execute(sql.SQL("GRANT ALL ON ALL TABLES IN SCHEMA agentlab_sched TO {}").format(sql.Identifier(author)))
-        owner.execute(
-            sql.SQL("GRANT ALL ON ALL SEQUENCES IN SCHEMA agentlab_sched TO {}").format(sql.Identifier(author))
-        )
+    groups = roles.groups()
+    author = roles.login("author", groups.admin)  # the SQL API, without the sql privilege
 
     def attempt(query: str, *args: Any) -> str | None:
         with roles.connect(author) as c:
@@ -188,13 +182,7 @@ def test_who_may_create_or_change_a_sql_schedule(db_url: str, roles: Roles, othe
     assert attempt(create, other_db, reporting) is None
     # someone without the privilege: may change the cron and pause it, not the command, nor trigger
     # it with other inputs
-    other = roles.login("other")
-    with psycopg.connect(db_url, autocommit=True) as owner:
-        for stmt in (
-            "GRANT USAGE ON SCHEMA agentlab_sched TO {}",
-            "GRANT ALL ON ALL TABLES IN SCHEMA agentlab_sched TO {}",
-        ):
-            owner.execute(sql.SQL(stmt).format(sql.Identifier(other)))  # fmt: skip
+    other = roles.login("other", groups.admin)
     with roles.connect(other) as c:
         c.execute("SELECT agentlab_sched.alter_schedule('nightly', cron => '0 4 * * *')")
         c.execute("SELECT agentlab_sched.pause('nightly')")

@@ -19,7 +19,7 @@ import typer
 
 from agentlab_sched import messages
 from agentlab_sched.cli import common
-from agentlab_sched.cli.database import db_app, migrate_cmd
+from agentlab_sched.cli.database import db_app, migrate_cmd, roles_app
 from agentlab_sched.cli.schedules import schedules_app
 
 __all__ = ["app", "main", "schedules_app"]
@@ -71,6 +71,7 @@ def root(
 app.command("migrate")(migrate_cmd)
 app.add_typer(schedules_app, name="schedules")
 app.add_typer(db_app, name="db")
+app.add_typer(roles_app, name="roles")
 
 
 def _optional(module: str) -> ModuleType | None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 from typing import Annotated
 
+import psycopg
 import typer
 
+from agentlab_sched import messages
 from agentlab_sched.cli import common
-from agentlab_sched.database import embedded
+from agentlab_sched.database import embedded, roles
 from agentlab_sched.database.migrate import migrate
 
 db_app = typer.Typer(
@@ -51,3 +53,57 @@ def stop_cmd(
         common.say(ctx, "cli.db_none", dir=where)
         return
     common.say(ctx, "cli.db_removed" if remove else "cli.db_stopped", dir=where)
+
+
+roles_app = typer.Typer(
+    name="roles",
+    help="The database roles: reader (views), admin (the SQL API), worker (firing and running jobs).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+
+@roles_app.command("create")
+def roles_create_cmd(
+    ctx: typer.Context,
+    prefix: Annotated[
+        str, typer.Option("--prefix", help="Name the roles <prefix>_reader, <prefix>_admin, <prefix>_worker.")
+    ] = roles.DEFAULT_PREFIX,
+    reader: Annotated[str | None, typer.Option("--reader", help="The reader role's name.")] = None,
+    admin: Annotated[str | None, typer.Option("--admin", help="The admin role's name.")] = None,
+    worker: Annotated[str | None, typer.Option("--worker", help="The worker role's name.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON (for scripts).")] = False,
+) -> None:
+    """Create the reader, admin and worker roles (NOLOGIN) and grant them; running it again changes nothing.
+
+    Run it as the owner of the schema (the role that runs migrate), with the right to create roles.
+    """
+    st = common.state(ctx)
+    database = st.database()
+    base = roles.RoleNames.with_prefix(prefix)
+    names = roles.RoleNames(reader or base.reader, admin or base.admin, worker or base.worker)
+    with psycopg.connect(database.url, autocommit=True) as conn:
+        report = roles.create_roles(conn, names)
+        found = roles.warnings(conn)
+    if as_json:
+        common.print_json(
+            {
+                "reader": names.reader,
+                "admin": names.admin,
+                "worker": names.worker,
+                "created": list(report.created),
+                "existing": list(report.existing),
+                "warnings": [common.text(w.code, st.locale, **w.params) for w in found],
+            }
+        )
+        return
+    nothing = messages.term("roles.nothing")
+    common.say(
+        ctx,
+        "roles.done",
+        created=list(report.created) or nothing,
+        existing=list(report.existing) or nothing,
+        admin=names.admin,
+    )
+    for warning in found:
+        common.err().print(common.cell(common.text(warning.code, st.locale, **warning.params), style="yellow"))

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
-from procrastinate.schema import SchemaManager
 
 from agentlab_sched.database import queries
 
@@ -88,6 +87,8 @@ class Marker:
 
 def migration_files() -> list[Path]:
     """The migration files of the installed Procrastinate, oldest first."""
+    from procrastinate.schema import SchemaManager
+
     return sorted(Path(SchemaManager.get_migrations_path()).glob("*.sql"))
 
 

@@ -29,6 +29,8 @@ from agentlab_sched.settings import Settings
 
 logger = logging.getLogger(__name__)
 
+#: Seconds a caller that may not carry out its own request (trigger_now only) waits for a worker to.
+WAIT_FOR_WORKER = 30.0
 #: Due times one backfill may fire at most; a larger range is refused.
 BACKFILL_LIMIT = 1000
 #: Requests one tick carries out at most, and the seconds after which it starts no new one: due schedules
@@ -400,9 +402,10 @@ async def replan(conn: psycopg.AsyncConnection[Any], ids: list[int] | None = Non
                 nxt = planner.next_after_change(state, now)
             except SchedError:
                 nxt = None
-            updates.append({"next_run_at": nxt, "id": row["id"], "replan": row["replan"]})
+            updates.append((row["id"], nxt, row["replan"]))
         if updates:
-            await queries.execute_many(conn, "set_next_run", updates)
+            ids, nexts, replans = (list(column) for column in zip(*updates, strict=True))
+            await queries.execute(conn, "set_next_runs", {"ids": ids, "nexts": nexts, "replans": replans})
     return len(rows)
 
 
@@ -551,13 +554,32 @@ async def _request(conn: psycopg.AsyncConnection[Any], name: str, params: dict[s
 
 async def _direct(
     conn: psycopg.AsyncConnection[Any], rid: int, requested_by: str | None, settings: Settings
-) -> dict[str, Any]:
-    """Carry out request ``rid``, just made in the caller's transaction, at once (waiting for its schedule)."""
+) -> dict[str, Any] | None:
+    """Carry out request ``rid``, just made in the caller's transaction, at once (waiting for its schedule).
+
+    None when this session may not carry requests out (a role granted only ``trigger_now``): a worker
+    does, within a tick (`_wait_for_worker`).
+    """
     if requested_by:
         await queries.execute(conn, "set_requested_by", {"requested_by": requested_by, "id": rid})
+    if not await queries.value(conn, "may_carry_out"):
+        return None
     req = await _next_request(conn, only=rid)
     assert req is not None  # made in this transaction: nobody else can see it yet
     return await _carry_out(conn, req, settings, wait=True)
+
+
+async def _wait_for_worker(conn: psycopg.AsyncConnection[Any], rid: int, seconds: float) -> dict[str, Any]:
+    """The outcome of request ``rid`` once a worker has carried it out; `Conflict` after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        state = await queries.one(conn, "request_state", {"id": rid})
+        if state is not None and state["done_at"] is not None:
+            error = {"code": state["error_code"], "params": state["error_params"]} if state["error_code"] else None
+            return {"request_id": rid, "fires": [{"fire_id": f} for f in state["fire_ids"] or []], "error": error}
+        if time.monotonic() >= deadline:
+            raise errors.error("trigger.not_carried_out", None, request=rid, seconds=int(seconds))
+        await asyncio.sleep(0.2)
 
 
 def _refusal(error: dict[str, Any]) -> SchedError:
@@ -583,16 +605,17 @@ async def trigger(
     if inputs is not None:
         limits.check_inputs(inputs, limit="trigger_inputs_bytes")  # before sending it
     async with conn.transaction():
-        rid = await _request(
-            conn,
-            "request_trigger",
-            {
-                "name": name,
-                "inputs": json.dumps(inputs) if inputs is not None else None,
-                "even_if_paused": even_if_paused,
-            },
-        )
+        if inputs is None:  # a privilege of its own: fire as defined
+            rid = await _request(conn, "request_trigger_now", {"name": name, "even_if_paused": even_if_paused})
+        else:
+            rid = await _request(
+                conn,
+                "request_trigger",
+                {"name": name, "inputs": json.dumps(inputs), "even_if_paused": even_if_paused},
+            )
         result = await _direct(conn, rid, requested_by, settings)
+    if result is None:
+        result = await _wait_for_worker(conn, rid, WAIT_FOR_WORKER)
     if result.get("error"):
         raise _refusal(result["error"])
     outcomes = await _outcomes(conn, result)
@@ -622,6 +645,8 @@ async def backfill(
     async with conn.transaction():
         rid = await _request(conn, "request_backfill", {"name": name, "start": start, "end": end, "overlap": overlap})
         result = await _direct(conn, rid, requested_by, settings)
+    if result is None:
+        result = await _wait_for_worker(conn, rid, WAIT_FOR_WORKER)
     if result.get("error"):
         raise _refusal(result["error"])
     fires = await _outcomes(conn, result)

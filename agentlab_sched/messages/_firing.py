@@ -83,6 +83,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
         'schedule "{name}" is paused; resume it first, or fire it anyway with even_if_paused (CLI: --even-if-paused)',
         "定时任务「{name}」已暂停;请先恢复,或明确要求暂停时也触发(even_if_paused,命令行 --even-if-paused)",
     ),
+    "trigger.not_carried_out": (
+        "fire request #{request} was recorded, but no worker carried it out within {seconds} seconds (this "
+        "role may not carry requests out itself); fire_history shows its outcome once one does",
+        "已记录触发请求 #{request},但 {seconds} 秒内没有 worker 执行(这个角色不能自己执行请求);"
+        "执行后可在 fire_history 中查看结果",
+    ),
     "trigger.fired_while_paused": (
         'note: schedule "{name}" is paused; it was fired anyway (even_if_paused) and stays paused',
         "注意:定时任务「{name}」已暂停;按要求仍然触发了一次(even_if_paused),定时任务仍保持暂停",

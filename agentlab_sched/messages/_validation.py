@@ -53,6 +53,11 @@ MESSAGES.update(
         "schedule.field.webhook_secret": ("webhook_secret", "通知密钥"),
         "schedule.field.webhook_url_hint": ("webhook_url_hint", "通知地址提示"),
         "schedule.field.count": ("count", "数量"),
+        "schedule.field.if_exists": ("if_exists", "已存在时"),
+        "schedule.field.requested_by": ("requested_by", "触发人"),
+        "schedule.field.reader": ("reader", "只读角色"),
+        "schedule.field.admin": ("admin", "管理角色"),
+        "schedule.field.worker": ("worker", "worker 角色"),
         "schedule.field.from": ("from", "起始时间"),
         "schedule.field.to": ("to", "截止时间"),
     }
@@ -262,5 +267,54 @@ MESSAGES.update(
         "cli.db_none": ("no embedded PostgreSQL in {dir}", "{dir} 中没有内置 PostgreSQL"),
         "cli.migrated": ("migrated: {applied}", "已迁移:{applied}"),
         "cli.up_to_date": ("the database is up to date", "数据库已是最新"),
+    }
+)
+
+# Roles and privileges (agentlab-sched roles create, doctor; docs/security.md).
+MESSAGES.update(
+    {
+        "roles.same_name": (
+            "reader, admin and worker must be three different roles (given: {reader}, {admin}, {worker})",
+            "只读、管理和 worker 必须是三个不同的角色(现在是:{reader}、{admin}、{worker})",
+        ),
+        "roles.too_powerful": (
+            "{field}: role {name} is a superuser or owns schema agentlab_sched, so it cannot be limited to what "
+            "this role may do; choose another name",
+            "「{field}」:角色 {name} 是超级用户或 agentlab_sched 模式的属主,无法限制到这个角色应有的权限;请换一个名字",
+        ),
+        "roles.done": (
+            "roles created: {created}; already there: {existing}; privileges granted. Give them to login roles, "
+            "e.g. CREATE ROLE alice LOGIN PASSWORD '...' IN ROLE {admin}",
+            "已创建角色:{created};已存在:{existing};权限已授予。请把它们授予登录角色,例如 "
+            "CREATE ROLE alice LOGIN PASSWORD '...' IN ROLE {admin}",
+        ),
+        "roles.public_create": (
+            "warning: {who} may create objects in schema public, where Procrastinate lives; such a role can plant "
+            "operators that Procrastinate's functions would call. Run: REVOKE CREATE ON SCHEMA public FROM PUBLIC "
+            "(PostgreSQL 15 and later do this by default)",
+            "警告:{who} 可以在 Procrastinate 所在的 public 模式中创建对象,这样的角色可以植入会被 Procrastinate "
+            "函数调用的运算符。请执行:REVOKE CREATE ON SCHEMA public FROM PUBLIC(PostgreSQL 15 起默认如此)",
+        ),
+        "roles.unpinned": (
+            "warning: Procrastinate's function {name} has no pinned search_path (it is owned by {owner}, so migrate "
+            "could not set it); run agentlab-sched migrate as {owner}",
+            "警告:Procrastinate 的函数 {name} 没有固定 search_path(它的属主是 {owner},migrate 无法设置);"
+            "请以 {owner} 身份运行 agentlab-sched migrate",
+        ),
+        "roles.superuser_owner": (
+            "warning: schema agentlab_sched is owned by superuser {owner}, so its SECURITY DEFINER functions run "
+            "with superuser rights; run migrate as a dedicated owner role that is no superuser",
+            "警告:agentlab_sched 模式的属主 {owner} 是超级用户,其 SECURITY DEFINER 函数会以超级用户权限运行;"
+            "请用一个非超级用户的专用属主角色运行 migrate",
+        ),
+        "roles.nothing": ("none", "无"),
+        "roles.none": (
+            "roles: none set up yet (agentlab-sched roles create)",
+            "角色:尚未设置(agentlab-sched roles create)",
+        ),
+        "roles.configured": (
+            "roles: reader {reader}, admin {admin}, worker {worker}",
+            "角色:只读 {reader},管理 {admin},worker {worker}",
+        ),
     }
 )

@@ -40,7 +40,7 @@ from psycopg.types.json import Jsonb
 from agentlab_sched import errors, limits
 from agentlab_sched._plain import plain
 from agentlab_sched.database import queries
-from agentlab_sched.errors import Conflict, NotFound, SchedError
+from agentlab_sched.errors import NotFound, SchedError
 from agentlab_sched.firing import tick
 from agentlab_sched.messages import term
 from agentlab_sched.schedules import cron as cronlib
@@ -252,7 +252,7 @@ async def schedule(
     arguments, when None, take their default on create and leave the field as it is on update.
     ``now`` (default: the database clock) is the instant the next fire is planned after.
     """
-    params = _arguments(locals(), inputs={} if inputs is None else inputs)
+    params = _arguments(locals(), inputs={} if inputs is None else inputs, if_exists="update")
     _check_cron_and_zone(cron, timezone, inputs)
     async with conn.transaction():
         sid = await _call(conn, "schedule", params)
@@ -316,11 +316,9 @@ async def create(
     _check_cron_and_zone(cron, timezone, inputs)
     params = _arguments(options, name=name, cron=cron, task=task, inputs={} if inputs is None else inputs)
     params["timezone"] = timezone
+    params["if_exists"] = "error"  # SQL schedule(), create only: the same validation, defaults and audit
     async with conn.transaction():
-        try:
-            sid = await _call(conn, "create_schedule", params)
-        except psycopg.errors.UniqueViolation as exc:
-            raise Conflict("schedule.name_taken", "name", name=name) from exc
+        sid = await _call(conn, "schedule", params)
         await _replan(conn, sid, now)
         return await _fetch(conn, name)
 

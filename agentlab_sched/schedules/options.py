@@ -22,7 +22,7 @@ Checked by ``tests/test_options.py`` (each failure names the place to change):
     - the arguments of the SQL functions ``schedule()`` and ``alter_schedule()`` (type, ``DEFAULT
       NULL``), and that each really sets the option (and that ``clear`` resets a clearable one);
     - the keyword arguments of ``admin.schedule`` / ``admin.alter`` and the field of ``admin.Schedule``;
-    - the named queries ``schedule``, ``alter_schedule`` and ``create_schedule`` pass it on;
+    - the named queries ``schedule`` and ``alter_schedule`` pass it on;
     - the CLI options of ``schedules add`` / ``edit`` (and that ``edit --flag`` stores the example);
     - ``planner.ScheduleState`` has a field for each option with ``planning=True`` (and only those);
     - ``docs/sql.md`` and ``docs/cli.md`` mention the option and its flag.
@@ -44,8 +44,7 @@ How to add an option (say ``on_interrupt``, a choice):
    to its ``given`` object when clearable).
 4. ``schedules/admin.py``: the keyword argument of ``schedule()`` and ``alter()`` and the field of
    ``Schedule``; ``database/queries/schedules.sql``: the argument ``<name> => %(<name>)s::<type>`` of the
-   queries ``schedule`` and ``alter_schedule``, and in ``create_schedule`` the column and
-   ``coalesce(%(<name>)s::<type>, d.<name>)``; the column in ``get_schedule``.
+   queries ``schedule`` and ``alter_schedule``; the column in ``get_schedule``.
    ``schedules/planner.py``: the ``ScheduleState`` field when ``planning=True``.
 5. ``docs/sql.md`` (the options table) and ``docs/cli.md`` (the flag).
 

@@ -15,7 +15,7 @@ SELECT agentlab_sched.apply_plans(%(plans)s::jsonb, %(now)s, %(isolate)s) AS out
 
 -- name: lease_schedules
 -- Schedules %(ids)s are being resolved (outside any transaction) until %(until)s: other ticks skip them.
-UPDATE agentlab_sched.schedules SET resolving_until = %(until)s WHERE id = ANY(%(ids)s::bigint[])
+SELECT agentlab_sched.lease_schedules(%(ids)s::bigint[], %(until)s)
 
 -- name: apply_resolved
 -- Write the plans of leased schedules once their resolvers have answered (locked again, applied only if
@@ -24,14 +24,12 @@ SELECT agentlab_sched.apply_resolved(%(plans)s::jsonb, %(now)s, %(isolate)s) AS 
 
 -- name: lock_replans
 -- The schedules whose next_run_at must be computed (replan set), optionally only %(ids)s, locked.
-SELECT * FROM agentlab_sched.schedules
-WHERE replan IS NOT NULL AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
-ORDER BY id FOR UPDATE
+SELECT * FROM agentlab_sched.claim_replans(%(ids)s::bigint[])
 
--- name: set_next_run
--- Store a re-planned next_run_at, unless the schedule was asked to re-plan differently meanwhile.
-UPDATE agentlab_sched.schedules SET next_run_at = %(next_run_at)s, replan = NULL
-WHERE id = %(id)s AND replan = %(replan)s
+-- name: set_next_runs
+-- Store the re-planned next_run_at of schedules %(ids)s (%(nexts)s), unless one was asked to re-plan
+-- differently meanwhile (%(replans)s: what each was asked); how many moved.
+SELECT agentlab_sched.set_next_runs(%(ids)s::bigint[], %(nexts)s::timestamptz[], %(replans)s::text[]) AS n
 
 -- name: register_tasks
 -- Record the tasks a live worker runs (a fire for an unregistered task is refused).
@@ -51,16 +49,31 @@ SELECT agentlab_sched.carry_out_request(%(id)s, %(times)s, %(refusals)s::jsonb, 
 SELECT agentlab_sched.fail_request(%(id)s, %(code)s, %(params)s::jsonb) AS result
 
 -- name: request_trigger
--- Ask for a manual fire of schedule %(name)s now; the request's id.
+-- Ask for a manual fire of schedule %(name)s now, with %(inputs)s instead of its own; the request's id.
 SELECT agentlab_sched.trigger(%(name)s, %(inputs)s::jsonb, %(even_if_paused)s) AS id
+
+-- name: request_trigger_now
+-- Ask for a manual fire of schedule %(name)s now, with its own inputs (a privilege of its own); its id.
+SELECT agentlab_sched.trigger_now(%(name)s, %(even_if_paused)s) AS id
+
+-- name: may_carry_out
+-- Whether this session may carry out fire requests itself (else a worker does, within a tick).
+SELECT coalesce(bool_or(has_function_privilege(p.oid, 'EXECUTE')), false) AS may
+FROM pg_catalog.pg_proc p
+WHERE p.pronamespace = 'agentlab_sched'::regnamespace AND p.proname = 'carry_out_request'
+
+-- name: request_state
+-- Whether request %(id)s was carried out, and its outcome.
+SELECT done_at, fire_ids, error_code, error_params FROM agentlab_sched.fire_requests WHERE id = %(id)s
 
 -- name: request_backfill
 -- Ask for one backfill fire per due time of %(name)s in [%(start)s, %(end)s] under %(overlap)s; its id.
 SELECT agentlab_sched.backfill(%(name)s, %(start)s, %(end)s, %(overlap)s) AS id
 
 -- name: set_requested_by
--- Who asked for a request (the CLI's user, a script's name).
-UPDATE agentlab_sched.fire_requests SET requested_by = %(requested_by)s WHERE id = %(id)s
+-- Who asked for request %(id)s, as the caller calls itself (the CLI's user, a script's name): kept beside
+-- the login role the request records.
+SELECT agentlab_sched.label_request(%(id)s, %(requested_by)s::text)
 
 -- name: fire_outcomes
 -- The ledger rows %(ids)s, as the outcome of a trigger or a backfill.

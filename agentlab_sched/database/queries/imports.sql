@@ -25,5 +25,4 @@ SELECT name, imported_from, enabled FROM agentlab_sched.schedules WHERE imported
 
 -- name: mark_imported
 -- Record where schedule %(name)s came from (%(source)s) and give it pg_cron's overlap (%(overlap)s).
-UPDATE agentlab_sched.schedules SET imported_from = %(source)s, overlap = coalesce(%(overlap)s, overlap)
-WHERE name = %(name)s
+SELECT agentlab_sched.mark_imported(%(name)s::text, %(source)s::text, %(overlap)s::text)

@@ -1,9 +1,10 @@
 -- Schedules: the statements of the Python admin API (schedules/admin.py). The SQL functions called are in
 -- database/sql/30_schedules.sql. Every schedule option (schedules/options.py) is an argument of
--- schedule, alter_schedule and create_schedule (tests/test_options.py checks it); NULL = not given.
+-- schedule and alter_schedule (tests/test_options.py checks it); NULL = not given.
 
 -- name: schedule
--- Create or update schedule %(name)s (SQL schedule()); its id.
+-- Create or update schedule %(name)s (SQL schedule()); its id. With %(if_exists)s 'error': create only
+-- (schedule.name_taken when the name exists).
 SELECT agentlab_sched.schedule(
     name => %(name)s::text,
     cron => %(cron)s::text,
@@ -24,7 +25,8 @@ SELECT agentlab_sched.schedule(
     pause_after_failures => %(pause_after_failures)s::integer,
     context => %(context)s::text,
     dst_gap => %(dst_gap)s::text,
-    dst_repeat => %(dst_repeat)s::text) AS id
+    dst_repeat => %(dst_repeat)s::text,
+    if_exists => %(if_exists)s::text) AS id
 
 -- name: schedule_sql
 -- Create or update schedule %(name)s running a SQL command (SQL schedule_sql()); its id.
@@ -37,31 +39,6 @@ SELECT agentlab_sched.schedule_sql(
     timezone => %(timezone)s::text,
     statement_timeout => %(statement_timeout)s::interval,
     enabled => %(enabled)s::boolean) AS id
-
--- name: create_schedule
--- Create schedule %(name)s (a unique violation when the name is taken); the options not given take their
--- default (option_defaults(), from schedules/options.py); its id.
-INSERT INTO agentlab_sched.schedules
-    (name, cron, task, inputs, timezone, queue, priority, overlap, misfire_grace, timeout, enabled, catchup,
-     max_catchup, starts_at, ends_at, remaining_runs, pause_after_failures, context, dst_gap, dst_repeat)
-SELECT %(name)s::text, %(cron)s::text, %(task)s::text, %(inputs)s::jsonb, %(timezone)s::text,
-       coalesce(%(queue)s::text, d.queue),
-       coalesce(%(priority)s::integer, d.priority),
-       coalesce(%(overlap)s::text, d.overlap),
-       coalesce(%(misfire_grace)s::interval, d.misfire_grace),
-       coalesce(%(timeout)s::interval, d.timeout),
-       coalesce(%(enabled)s::boolean, d.enabled),
-       coalesce(%(catchup)s::text, d.catchup),
-       coalesce(%(max_catchup)s::integer, d.max_catchup),
-       coalesce(%(starts_at)s::timestamptz, d.starts_at),
-       coalesce(%(ends_at)s::timestamptz, d.ends_at),
-       coalesce(%(remaining_runs)s::integer, d.remaining_runs),
-       coalesce(%(pause_after_failures)s::integer, d.pause_after_failures),
-       coalesce(%(context)s::text, d.context),
-       coalesce(%(dst_gap)s::text, d.dst_gap),
-       coalesce(%(dst_repeat)s::text, d.dst_repeat)
-FROM agentlab_sched.option_defaults() d
-RETURNING id
 
 -- name: alter_schedule
 -- Change the fields of schedule %(name)s that are given (SQL alter_schedule()); its version.
@@ -91,13 +68,13 @@ SELECT agentlab_sched.alter_schedule(
     clear => %(clear)s::text[]) AS version
 
 -- name: get_schedule
--- Schedule %(name)s as admin.Schedule: webhook URL and secret only as whether they are set.
+-- Schedule %(name)s as admin.Schedule: webhook URL and secret only as whether they are set (no ciphertext:
+-- the reader role may run it).
 SELECT id, name, cron, timezone, task, inputs, queue, priority, overlap, misfire_grace, timeout, enabled, catchup,
        max_catchup, starts_at, ends_at, remaining_runs, pause_after_failures, consecutive_failures,
        paused_reason, paused_at, context, dst_gap, dst_repeat, session_key, imported_from, defined_in,
        next_run_at, replan, version, created_at, updated_at,
-       webhook_format, webhook_url_hint, webhook_url_enc IS NOT NULL AS webhook_configured,
-       webhook_secret_enc IS NOT NULL AS webhook_has_secret, webhook_events
+       webhook_format, webhook_url_hint, webhook_configured, webhook_has_secret, webhook_events
 FROM agentlab_sched.schedules WHERE name = %(name)s
 
 -- name: unschedule

@@ -3,7 +3,9 @@
 -- The locale SQL renders in: the session's agentlab_sched.locale (set by our connections), else the
 -- deployment's (written by migrate), else English.
 CREATE OR REPLACE FUNCTION agentlab_sched.locale() RETURNS text
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
     SELECT CASE WHEN lower(coalesce(
                nullif(current_setting('agentlab_sched.locale', true), ''),
                (SELECT value FROM agentlab_sched.config WHERE key = 'locale'),
@@ -15,7 +17,9 @@ $$;
 -- never read again (a name containing "{count}" stays as it is), an unknown placeholder shows as itself.
 CREATE OR REPLACE FUNCTION agentlab_sched.msg(code text, params jsonb DEFAULT '{}'::jsonb, loc text DEFAULT NULL)
 RETURNS text
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     lang text := coalesce(loc, agentlab_sched.locale());
     template text;
@@ -46,7 +50,9 @@ $$;
 
 -- A duration as words, like messages.duration() in Python: "1 hour 30 minutes" / "1 小时 30 分钟".
 CREATE OR REPLACE FUNCTION agentlab_sched.duration_text(seconds numeric, loc text) RETURNS text
-LANGUAGE plpgsql IMMUTABLE AS $$
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     left_over bigint := trunc(seconds)::bigint;
     parts text[] := '{}';
@@ -72,7 +78,9 @@ $$;
 
 -- One parameter as message text: never a JSON or SQL repr (null -> "not set" / 未填写).
 CREATE OR REPLACE FUNCTION agentlab_sched.msg_value(value jsonb, loc text) RETURNS text
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
     SELECT CASE
         WHEN value IS NULL OR jsonb_typeof(value) = 'null' THEN
             CASE WHEN loc = 'zh-CN' THEN '未填写' ELSE 'not set' END
@@ -94,7 +102,9 @@ $$;
 CREATE OR REPLACE FUNCTION agentlab_sched.fail(code text, field text, params jsonb DEFAULT '{}'::jsonb,
                                                state text DEFAULT NULL)
 RETURNS void
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
 BEGIN
     RAISE EXCEPTION USING
         MESSAGE = agentlab_sched.msg(code, params),
@@ -107,13 +117,17 @@ $$;
 
 -- A size limit (agentlab_sched/limits.py, copied into config as limit.<name> by migrate).
 CREATE OR REPLACE FUNCTION agentlab_sched.size_limit(name text) RETURNS integer
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
     SELECT c.value::integer FROM agentlab_sched.config c WHERE c.key = 'limit.' || name
 $$;
 
 -- Refuse a JSON value larger than the limit `limit_name` (bytes of its text), naming `field`.
 CREATE OR REPLACE FUNCTION agentlab_sched.check_size(field text, value jsonb, limit_name text) RETURNS void
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     size integer := octet_length(value::text);
     most integer := agentlab_sched.size_limit(limit_name);
@@ -123,4 +137,15 @@ BEGIN
             'field', jsonb_build_object('msg', 'schedule.field.' || field), 'size', size, 'max', most));
     END IF;
 END
+$$;
+
+-- Who did something, in words (an approval, a request): the login role (session_user, what the database
+-- records), with the name a caller gave ("alice" from `runs approve --by alice`) before it when that
+-- says more.
+CREATE OR REPLACE FUNCTION agentlab_sched.decider(label text) RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN label IS NULL OR label = session_user THEN session_user::text
+                ELSE label || ' (' || session_user || ')' END
 $$;

@@ -9,7 +9,9 @@
 -- 5 day-of-week, 6 second.
 CREATE OR REPLACE FUNCTION agentlab_sched._cron_problem(code text, idx int, params jsonb)
 RETURNS jsonb
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
     SELECT jsonb_build_object(
         'code', code,
         'field', 'cron',
@@ -24,7 +26,9 @@ DROP FUNCTION IF EXISTS agentlab_sched._cron_field(text, int);
 -- One number or name of field `idx`: its value, or the problem with it (checks in cron.py's order).
 -- `item` is the list item the token is part of (named when a day form sits inside a range or step).
 CREATE OR REPLACE FUNCTION agentlab_sched._cron_value(token text, idx int, item text, OUT value int, OUT problem jsonb)
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     lo int;
     hi int;
@@ -80,7 +84,9 @@ $$;
 -- never come needs: `needs` holds, per day-of-month item, the month length it needs to occur (n for n
 -- and nW, 1 for L and LW, k + 1 for L-k); for the month field, its values.
 CREATE OR REPLACE FUNCTION agentlab_sched._cron_field_check(txt text, idx int, OUT needs int[], OUT problem jsonb)
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     lo int := (ARRAY[0, 0, 1, 1, 0, 0])[idx];
     hi int := (ARRAY[59, 23, 31, 12, 7, 59])[idx];
@@ -245,7 +251,9 @@ $$;
 
 -- NULL when `txt` (trimmed, starting with @every in any case) is a valid interval, else the problem.
 CREATE OR REPLACE FUNCTION agentlab_sched._cron_every_problem(txt text) RETURNS jsonb
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     parts text[] := regexp_split_to_array(txt, '[ \t\n\r\f\v]+');
     n int := cardinality(parts) - 1;
@@ -307,7 +315,9 @@ $$;
 -- NULL when `expr` is a valid cron expression, else {"code", "field": "cron", "params"} exactly as
 -- agentlab_sched.cron.parse() raises it.
 CREATE OR REPLACE FUNCTION agentlab_sched.cron_problem(expr text) RETURNS jsonb
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     -- Spaces and tabs (ASCII whitespace; chr(11) is the vertical tab).
     space text := E' \t\n\r\f' || chr(11);
@@ -378,7 +388,9 @@ $$;
 
 -- Raise the problem with `expr` (SQLSTATE 22023, message in the session's locale), if any.
 CREATE OR REPLACE FUNCTION agentlab_sched.check_cron(expr text) RETURNS void
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     problem jsonb;
 BEGIN
@@ -404,7 +416,9 @@ $$;
 -- reads every zone file) is consulted only for the rare names without '/' that contain a digit,
 -- where a zone file (EST5EDT, GMT0) and a POSIX string (GMT+5) look alike.
 CREATE OR REPLACE FUNCTION agentlab_sched.timezone_problem(tz text) RETURNS jsonb
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     canonical text;
     problem jsonb := jsonb_build_object('code', 'timezone.unknown', 'field', 'timezone',
@@ -439,7 +453,9 @@ $$;
 
 -- Raise the problem with `tz` (SQLSTATE 22023, message in the session's locale), if any.
 CREATE OR REPLACE FUNCTION agentlab_sched.check_timezone(tz text) RETURNS void
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     problem jsonb := agentlab_sched.timezone_problem(tz);
 BEGIN

@@ -13,19 +13,25 @@
 
 -- The localised name of a field, as a message parameter (a term, see messages.term()).
 CREATE OR REPLACE FUNCTION agentlab_sched.field_term(field text) RETURNS jsonb
-LANGUAGE sql IMMUTABLE AS $$
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
     SELECT jsonb_build_object('msg', 'schedule.field.' || field)
 $$;
 
 -- Characters nobody means to put in a name: C0/C1 controls, zero-width and bidi controls, BOM.
 CREATE OR REPLACE FUNCTION agentlab_sched.invisible_char_pattern() RETURNS text
-LANGUAGE sql IMMUTABLE AS $$
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
     SELECT '[[:cntrl:]\u0080-\u009F\u200B-\u200F\u2028-\u202E\u2060-\u2064\uFEFF]'
 $$;
 
 -- A time in a time zone as YYYY-MM-DD HH:MM (seconds shown only when not zero), as messages.local_time().
 CREATE OR REPLACE FUNCTION agentlab_sched.local_time_text(at timestamptz, tz text) RETURNS text
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
     SELECT to_char(at AT TIME ZONE tz,
                    CASE WHEN date_trunc('minute', at) = at THEN 'YYYY-MM-DD HH24:MI' ELSE 'YYYY-MM-DD HH24:MI:SS' END)
 $$;
@@ -37,7 +43,9 @@ CREATE OR REPLACE FUNCTION agentlab_sched.validate_text(field text, value text, 
                                                         required boolean DEFAULT true,
                                                         one_word boolean DEFAULT false)
 RETURNS void
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     bad text;
 BEGIN
@@ -78,7 +86,9 @@ $$;
 CREATE OR REPLACE FUNCTION agentlab_sched.validate_choice(field text, value text, allowed text[],
                                                           required boolean DEFAULT true)
 RETURNS void
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
 BEGIN
     IF value IS NULL THEN
         IF required THEN
@@ -100,7 +110,9 @@ $$;
 CREATE OR REPLACE FUNCTION agentlab_sched.validate_interval(field text, value interval, required boolean,
                                                             strictly_positive boolean DEFAULT false)
 RETURNS void
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
 BEGIN
     IF value IS NULL THEN
         IF required THEN
@@ -124,7 +136,9 @@ $$;
 CREATE OR REPLACE FUNCTION agentlab_sched.validate_int(field text, value integer, required boolean,
                                                        min_value integer, max_value integer DEFAULT NULL)
 RETURNS void
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
 BEGIN
     IF value IS NULL THEN
         IF required THEN
@@ -147,7 +161,9 @@ $$;
 -- One option by its row of schedule_options; `value` as text (to_jsonb(row) ->> name), NULL = not set.
 CREATE OR REPLACE FUNCTION agentlab_sched.validate_option(opt agentlab_sched.schedule_options, value text)
 RETURNS void
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
 BEGIN
     IF opt.choices IS NOT NULL THEN
         PERFORM agentlab_sched.validate_choice(opt.name, value, opt.choices, opt.required);
@@ -167,7 +183,9 @@ $$;
 
 -- The defaults of the options as a schedules row (the other columns NULL): what schedule() creates with.
 CREATE OR REPLACE FUNCTION agentlab_sched.option_defaults() RETURNS agentlab_sched.schedules
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
     SELECT jsonb_populate_record(NULL::agentlab_sched.schedules,
                                  coalesce(jsonb_object_agg(o.name, o.default_value), '{}'::jsonb))
     FROM agentlab_sched.schedule_options o
@@ -176,7 +194,9 @@ $$;
 -- Consume the bookkeeping mark of this transaction for schedule `sid` (bookkeeping_marks): true when
 -- there was one.
 CREATE OR REPLACE FUNCTION agentlab_sched.take_mark(sid bigint, mark text) RETURNS boolean
-LANGUAGE sql AS $$
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
     WITH taken AS (
         DELETE FROM agentlab_sched.bookkeeping_marks m
         WHERE m.xact = pg_current_xact_id() AND m.schedule_id = sid AND m.kind = mark
@@ -188,7 +208,9 @@ $$;
 -- bookkeeping right (version, updated_at, paused_*, next_run_at, replan). Raw INSERT and UPDATE get the
 -- same checks and messages as the functions below; the CHECK constraints stay as the last line.
 CREATE OR REPLACE FUNCTION agentlab_sched.schedules_before_write() RETURNS trigger
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     ins boolean := TG_OP = 'INSERT';
     same agentlab_sched.schedules%ROWTYPE;
@@ -236,6 +258,9 @@ BEGIN
         END IF;
         same.version := OLD.version;
         same.updated_at := OLD.updated_at;
+        -- Generated from the ciphertext (compared above), and not computed yet in a BEFORE trigger.
+        same.webhook_configured := OLD.webhook_configured;
+        same.webhook_has_secret := OLD.webhook_has_secret;
         IF same IS NOT DISTINCT FROM OLD THEN
             NEW.version := OLD.version;
             IF NOT NEW.enabled THEN
@@ -395,7 +420,9 @@ CREATE OR REPLACE TRIGGER schedules_before_write
 
 -- A schedule row as audit data: webhook ciphertext masked.
 CREATE OR REPLACE FUNCTION agentlab_sched.schedule_audit_values(s agentlab_sched.schedules) RETURNS jsonb
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
     SELECT to_jsonb(s)
         || jsonb_build_object(
                'webhook_url_enc', CASE WHEN s.webhook_url_enc IS NULL THEN NULL ELSE '***' END,
@@ -405,7 +432,10 @@ $$;
 -- AFTER INSERT/UPDATE/DELETE: one schedule_changes row per change of a definition, and a NOTIFY on
 -- channel agentlab_sched_schedules (payload: the schedule id) so workers re-plan without a restart.
 CREATE OR REPLACE FUNCTION agentlab_sched.schedules_after_write() RETURNS trigger
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     sid bigint := CASE WHEN TG_OP = 'DELETE' THEN OLD.id ELSE NEW.id END;
 BEGIN
@@ -448,6 +478,9 @@ DROP FUNCTION IF EXISTS agentlab_sched.alter_schedule(text, text, text, text, js
     interval, text, integer, text, integer, timestamptz, timestamptz, integer, integer, text, text, integer, text[]);
 DROP FUNCTION IF EXISTS agentlab_sched.schedule(text, text, text, jsonb, text, text, integer, text, interval,
     interval, boolean, text, integer, timestamptz, timestamptz, integer, integer, text);
+-- (and before if_exists)
+DROP FUNCTION IF EXISTS agentlab_sched.schedule(text, text, text, jsonb, text, text, integer, text, interval,
+    interval, boolean, text, integer, timestamptz, timestamptz, integer, integer, text, text, text);
 
 -- alter_schedule(): change some fields of a schedule; NULL leaves a field as it is.
 CREATE OR REPLACE FUNCTION agentlab_sched.alter_schedule(
@@ -475,7 +508,10 @@ CREATE OR REPLACE FUNCTION agentlab_sched.alter_schedule(
     expected_version integer DEFAULT NULL,
     clear text[] DEFAULT NULL)
 RETURNS integer
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
 #variable_conflict use_variable
 DECLARE
     clearable constant text[] := ARRAY(
@@ -549,7 +585,8 @@ $$;
 -- schedule(): create the schedule of that name, or update it (as pg_cron's cron.schedule does).
 -- name, cron, task, inputs and timezone are always set from the call; the other arguments, when NULL,
 -- take the column default on create and leave the field as it is on update (a paused schedule stays
--- paused when a deploy script declares it again).
+-- paused when a deploy script declares it again). With if_exists => 'error', an existing name is refused
+-- (schedule.name_taken, SQLSTATE 23505) instead: create only.
 CREATE OR REPLACE FUNCTION agentlab_sched.schedule(
     name text,
     cron text,
@@ -570,15 +607,20 @@ CREATE OR REPLACE FUNCTION agentlab_sched.schedule(
     pause_after_failures integer DEFAULT NULL,
     context text DEFAULT NULL,
     dst_gap text DEFAULT NULL,
-    dst_repeat text DEFAULT NULL)
+    dst_repeat text DEFAULT NULL,
+    if_exists text DEFAULT 'update')
 RETURNS bigint
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
 #variable_conflict use_variable
 DECLARE
     sid bigint;
     d agentlab_sched.schedules;
 BEGIN
     PERFORM agentlab_sched.validate_text('name', name, 200);
+    PERFORM agentlab_sched.validate_choice('if_exists', if_exists, ARRAY['update', 'error']);
     -- The arguments the call always sets must be given: NULL would mean "unchanged" in alter_schedule.
     -- (Their values are checked by the trigger, cron and time zone by check_cron / check_timezone.)
     IF cron IS NULL THEN
@@ -593,6 +635,9 @@ BEGIN
     END IF;
     LOOP
         SELECT s.id INTO sid FROM agentlab_sched.schedules s WHERE s.name = name;
+        IF FOUND AND if_exists = 'error' THEN
+            PERFORM agentlab_sched.fail('schedule.name_taken', 'name', jsonb_build_object('name', name));
+        END IF;
         IF FOUND THEN
             PERFORM agentlab_sched.alter_schedule(
                 name, cron => cron, timezone => timezone, task => task, inputs => inputs,
@@ -629,7 +674,10 @@ $$;
 -- unschedule(): delete the schedule (its ledger goes with it; runs stay, unlinked). False when there
 -- is no schedule of that name.
 CREATE OR REPLACE FUNCTION agentlab_sched.unschedule(name text) RETURNS boolean
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
 #variable_conflict use_variable
 BEGIN
     PERFORM agentlab_sched.validate_text('name', name, 200);
@@ -641,7 +689,10 @@ $$;
 -- pause(): stop firing (enabled = false) and say why. True when this call paused it, false when it
 -- was paused already (a reason given then replaces the old one).
 CREATE OR REPLACE FUNCTION agentlab_sched.pause(name text, reason text DEFAULT NULL) RETURNS boolean
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
 #variable_conflict use_variable
 DECLARE
     was_enabled boolean;
@@ -662,7 +713,10 @@ $$;
 -- resume(): fire again from now on: the next fire is the first due time after now (the paused time is
 -- never replayed); clears paused_reason and consecutive_failures. True when this call resumed it.
 CREATE OR REPLACE FUNCTION agentlab_sched.resume(name text) RETURNS boolean
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
 #variable_conflict use_variable
 DECLARE
     was_enabled boolean;
@@ -677,5 +731,24 @@ BEGIN
     END IF;
     UPDATE agentlab_sched.schedules s SET enabled = true WHERE s.name = name;
     RETURN true;
+END
+$$;
+
+-- Record where schedule `name` was imported from (`source`, how a second import recognises it), and give it
+-- the overlap policy of what it replaces (`overlap`, when given). Part of the SQL API of an import.
+CREATE OR REPLACE FUNCTION agentlab_sched.mark_imported(name text, source text, overlap text DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    UPDATE agentlab_sched.schedules s
+    SET imported_from = source, overlap = coalesce(overlap, s.overlap)
+    WHERE s.name = name;
+    IF NOT FOUND THEN
+        PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', name));
+    END IF;
 END
 $$;

@@ -95,6 +95,7 @@ CREATE OR REPLACE FUNCTION agentlab_sched.schedule_sql(
     enabled boolean DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable

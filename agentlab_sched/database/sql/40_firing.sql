@@ -12,7 +12,10 @@
 -- (foreign keys) does not wait for a claim, nor a claim for them.
 CREATE OR REPLACE FUNCTION agentlab_sched.claim_due(now timestamptz, batch integer)
 RETURNS SETOF agentlab_sched.schedules
-LANGUAGE sql AS $$
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
     WITH replans AS (
         SELECT s.* FROM agentlab_sched.schedules s
         WHERE s.replan IS NOT NULL AND (s.resolving_until IS NULL OR s.resolving_until <= claim_due.now)
@@ -32,10 +35,56 @@ LANGUAGE sql AS $$
     SELECT * FROM due
 $$;
 
+-- Schedules whose next_run_at a worker (or the Python API, after a change) must compute, optionally only
+-- `ids`, locked for the caller's transaction.
+CREATE OR REPLACE FUNCTION agentlab_sched.claim_replans(ids bigint[] DEFAULT NULL)
+RETURNS SETOF agentlab_sched.schedules
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT s.* FROM agentlab_sched.schedules s
+    WHERE s.replan IS NOT NULL AND (claim_replans.ids IS NULL OR s.id = ANY (claim_replans.ids))
+    ORDER BY s.id
+    FOR UPDATE
+$$;
+
+-- Store re-planned next_run_at values (bookkeeping): each schedule of `ids` moves to its `nexts`, unless it
+-- was asked meanwhile to re-plan differently than `replans` says. How many moved.
+CREATE OR REPLACE FUNCTION agentlab_sched.set_next_runs(ids bigint[], nexts timestamptz[], replans text[])
+RETURNS integer
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    moved integer;
+BEGIN
+    UPDATE agentlab_sched.schedules s SET next_run_at = u.nxt, replan = NULL
+    FROM unnest(ids, nexts, replans) AS u(sid, nxt, asked)
+    WHERE s.id = u.sid AND s.replan = u.asked;
+    GET DIAGNOSTICS moved = ROW_COUNT;
+    RETURN moved;
+END
+$$;
+
+-- Schedules `ids` are being resolved (their resolvers run outside any transaction) until `until`: other
+-- ticks skip them meanwhile (bookkeeping).
+CREATE OR REPLACE FUNCTION agentlab_sched.lease_schedules(ids bigint[], until timestamptz) RETURNS void
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    UPDATE agentlab_sched.schedules s SET resolving_until = lease_schedules.until
+    WHERE s.id = ANY (lease_schedules.ids)
+$$;
+
 -- The values a template can use, for one fire: all computed in the schedule's time zone.
 CREATE OR REPLACE FUNCTION agentlab_sched.template_values(fire_at timestamptz, tz text, name text, kind text)
 RETURNS jsonb
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
     SELECT jsonb_build_object(
         'schedule.fire_at', to_char(l, 'YYYY-MM-DD"T"HH24:MI:SS')
             || CASE WHEN off < interval '0' THEN '-' ELSE '+' END
@@ -67,6 +116,7 @@ LANGUAGE plpgsql IMMUTABLE
 -- Workers' sessions force custom plans (against a bad generic plan of Procrastinate's fetch query), which
 -- would plan each expression below again on every call (4x slower); nothing here reads a table.
 SET plan_cache_mode = auto
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     body text := template::text;
@@ -98,7 +148,9 @@ $$;
 
 CREATE OR REPLACE FUNCTION agentlab_sched.render_template(template jsonb, fire_at timestamptz, tz text, name text,
                                                           kind text, OUT rendered jsonb, OUT leftover text)
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
     SELECT r.rendered, r.leftover
     FROM agentlab_sched.render_with(template, CASE WHEN position('{{' IN template::text) > 0
                                                    THEN agentlab_sched.template_values(fire_at, tz, name, kind)
@@ -109,7 +161,9 @@ $$;
 CREATE OR REPLACE FUNCTION agentlab_sched.render_inputs(template jsonb, fire_at timestamptz, tz text,
                                                         name text DEFAULT '', kind text DEFAULT 'scheduled')
 RETURNS jsonb
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     r record;
 BEGIN
@@ -126,7 +180,9 @@ $$;
 
 -- Check a template without firing (the same renderer, at an arbitrary instant).
 CREATE OR REPLACE FUNCTION agentlab_sched.check_inputs(template jsonb) RETURNS void
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
 BEGIN
     PERFORM agentlab_sched.render_inputs(template, now(), 'UTC');
 END
@@ -134,7 +190,9 @@ $$;
 
 -- A failure that counts against the schedule (failed run, timeout, refused fire): it may pause it.
 CREATE OR REPLACE FUNCTION agentlab_sched.count_failure(sid bigint, now timestamptz DEFAULT now()) RETURNS void
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
 BEGIN
     UPDATE agentlab_sched.schedules s
     SET consecutive_failures = s.consecutive_failures + 1,
@@ -161,7 +219,9 @@ CREATE OR REPLACE FUNCTION agentlab_sched.record_fire(sid bigint, at timestamptz
                                                       code text, params jsonb, reason_text text,
                                                       who text DEFAULT NULL)
 RETURNS bigint
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     fid bigint;
 BEGIN
@@ -186,7 +246,7 @@ CREATE OR REPLACE FUNCTION agentlab_sched.launch(s agentlab_sched.schedules, at 
                                                  override jsonb DEFAULT NULL, who text DEFAULT NULL)
 RETURNS jsonb
 LANGUAGE plpgsql
-SET search_path = public, pg_temp
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     blocking record;
@@ -285,8 +345,8 @@ BEGIN
         RETURN jsonb_build_object('status', 'duplicate');
     END IF;
 
-    jid := (procrastinate_defer_jobs_v1(ARRAY[ROW(s.queue, s.task, s.priority, job_lock, NULL, rendered,
-                                                  NULL)::procrastinate_job_to_defer_v1]))[1];
+    jid := (public.procrastinate_defer_jobs_v1(ARRAY[ROW(s.queue, s.task, s.priority, job_lock, NULL, rendered,
+                                                  NULL)::public.procrastinate_job_to_defer_v1]))[1];
     INSERT INTO agentlab_sched.runs (id, schedule_id, fire_id, task, inputs, status, job_id, started_by, timeout,
                                      session_key)
     VALUES (rid, s.id, fid, s.task, rendered, 'queued', jid,
@@ -314,19 +374,19 @@ $$;
 -- job takes (job row, then the run via follow_job).
 CREATE OR REPLACE FUNCTION agentlab_sched.cancel_open_runs(sid bigint, code text) RETURNS integer
 LANGUAGE plpgsql
-SET search_path = public, pg_temp
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r record;
     n integer := 0;
 BEGIN
-    PERFORM 1 FROM procrastinate_jobs j
+    PERFORM 1 FROM public.procrastinate_jobs j
     WHERE j.id IN (SELECT job_id FROM agentlab_sched.runs
                    WHERE schedule_id = sid AND job_id IS NOT NULL
                      AND status IN ('queued', 'running', 'awaiting_approval', 'suspended'))
     ORDER BY j.id FOR UPDATE;
     FOR r IN SELECT x.id, x.job_id, x.status, j.status::text AS job_status FROM agentlab_sched.runs x
-             LEFT JOIN procrastinate_jobs j ON j.id = x.job_id
+             LEFT JOIN public.procrastinate_jobs j ON j.id = x.job_id
              WHERE x.schedule_id = sid AND x.status IN ('queued', 'running', 'awaiting_approval', 'suspended')
              ORDER BY x.id FOR UPDATE OF x LOOP
         UPDATE agentlab_sched.runs SET abort_reason = code, error = agentlab_sched.msg(code), error_code = code
@@ -336,10 +396,10 @@ BEGIN
             WHERE id = r.id AND status IN ('awaiting_approval', 'suspended');
         END IF;
         IF r.status = 'suspended' AND r.job_status = 'doing' THEN
-            PERFORM procrastinate_finish_job_v1(r.job_id, 'aborted', false);
+            PERFORM public.procrastinate_finish_job_v1(r.job_id, 'aborted', false);
         ELSIF r.job_status IN ('todo', 'doing') THEN
             -- Any job still waiting or running (also an approved run's next segment, not started yet).
-            PERFORM procrastinate_cancel_job_v1(r.job_id, true, false);
+            PERFORM public.procrastinate_cancel_job_v1(r.job_id, true, false);
         END IF;
         n := n + 1;
     END LOOP;
@@ -355,7 +415,10 @@ $$;
 -- retries isolated.
 CREATE OR REPLACE FUNCTION agentlab_sched.apply_plans(plans jsonb, now timestamptz, isolate boolean DEFAULT false)
 RETURNS jsonb
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     p jsonb;
     simple jsonb := '[]'::jsonb;
@@ -399,8 +462,8 @@ $$;
 CREATE OR REPLACE FUNCTION agentlab_sched.apply_simple_plans(plans jsonb, now timestamptz,
                                                              OUT outcomes jsonb, OUT done integer[])
 LANGUAGE plpgsql
-SET search_path = public, pg_temp
 SET plan_cache_mode = auto  -- a few statements per batch: cached plans (and none for the templates' code)
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     moved integer;
@@ -486,10 +549,10 @@ BEGIN
 
     -- Job ids come from a sequence, in the order the jobs are inserted (the order of the array).
     SELECT array_agg(j ORDER BY j) INTO v_jids
-    FROM unnest(procrastinate_defer_jobs_v1(ARRAY(
+    FROM unnest(public.procrastinate_defer_jobs_v1(ARRAY(
         SELECT ROW(s.queue, s.task, s.priority,
                    CASE WHEN s.overlap = 'buffer_all' THEN 'agentlab_sched:' || s.id END, NULL,
-                   u.rendered, NULL)::procrastinate_job_to_defer_v1
+                   u.rendered, NULL)::public.procrastinate_job_to_defer_v1
         FROM unnest(v_sids, v_ats, v_rendered) WITH ORDINALITY AS u(sid, at, rendered, k)
         JOIN agentlab_sched.schedules s ON s.id = u.sid
         WHERE u.at IS NOT NULL
@@ -506,7 +569,7 @@ BEGIN
 
     -- The pairing of runs and jobs rests on the sequence handing out ids in insertion order; prove it for
     -- this batch (a mismatch aborts it, and the tick applies the batch again plan by plan).
-    IF EXISTS (SELECT 1 FROM agentlab_sched.runs r JOIN procrastinate_jobs j ON j.id = r.job_id
+    IF EXISTS (SELECT 1 FROM agentlab_sched.runs r JOIN public.procrastinate_jobs j ON j.id = r.job_id
                WHERE r.id = ANY (v_rids) AND (j.task_name <> r.task OR j.args <> r.inputs)) THEN
         RAISE EXCEPTION 'apply_simple_plans: runs and jobs paired out of order';
     END IF;
@@ -523,7 +586,9 @@ END
 $$;
 
 CREATE OR REPLACE FUNCTION agentlab_sched.apply_plan(p jsonb, now timestamptz) RETURNS jsonb
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     s agentlab_sched.schedules;
     f jsonb;
@@ -585,7 +650,9 @@ $$;
 -- schedule on as planned, so one broken schedule never blocks the others or fires in a loop.
 CREATE OR REPLACE FUNCTION agentlab_sched.apply_failed_plan(p jsonb, now timestamptz, state text, message text)
 RETURNS jsonb
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     sid bigint := (p ->> 'schedule_id')::bigint;
     f jsonb := p -> 'fires' -> 0;
@@ -609,7 +676,10 @@ $$;
 -- left as they are. The lease ends either way.
 CREATE OR REPLACE FUNCTION agentlab_sched.apply_resolved(plans jsonb, now timestamptz, isolate boolean DEFAULT false)
 RETURNS jsonb
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     ids bigint[];
     current jsonb;
@@ -633,7 +703,10 @@ $$;
 
 -- Register the tasks a live worker can run (a fire for a task nobody runs is refused, not queued).
 CREATE OR REPLACE FUNCTION agentlab_sched.register_tasks(names text[]) RETURNS void
-LANGUAGE sql AS $$
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
     INSERT INTO agentlab_sched.known_tasks (task, seen_at)
     SELECT DISTINCT unnest(names), clock_timestamp()
     ON CONFLICT (task) DO UPDATE SET seen_at = excluded.seen_at
@@ -647,7 +720,10 @@ DROP FUNCTION IF EXISTS agentlab_sched.trigger(text, jsonb);
 CREATE OR REPLACE FUNCTION agentlab_sched.trigger(name text, inputs jsonb DEFAULT NULL,
                                                   even_if_paused boolean DEFAULT false)
 RETURNS bigint
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     sid bigint;
     on_now boolean;
@@ -677,7 +753,7 @@ BEGIN
         IF NOT EXISTS (SELECT 1 FROM agentlab_sched.fires f
                        WHERE f.schedule_id = sid AND f.fire_at = at AND f.kind = 'manual') THEN
             INSERT INTO agentlab_sched.fire_requests (schedule_id, kind, fire_at, inputs, requested_by, even_if_paused)
-            VALUES (sid, 'manual', at, inputs, 'manual:' || current_user, coalesce(even_if_paused, false))
+            VALUES (sid, 'manual', at, inputs, 'manual:' || session_user, coalesce(even_if_paused, false))
             ON CONFLICT (schedule_id, fire_at) WHERE kind = 'manual' DO NOTHING
             RETURNING id INTO rid;
             EXIT WHEN rid IS NOT NULL;
@@ -689,10 +765,44 @@ BEGIN
 END
 $$;
 
+-- Fire schedule `name` now with the inputs it has (trigger() without inputs): a privilege of its own, so
+-- that someone may fire a schedule without being able to run its task with other inputs.
+CREATE OR REPLACE FUNCTION agentlab_sched.trigger_now(name text, even_if_paused boolean DEFAULT false)
+RETURNS bigint
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT agentlab_sched.trigger(trigger_now.name, NULL::jsonb, trigger_now.even_if_paused)
+$$;
+
+-- Who asked for request `request_id` as the caller calls itself (the CLI's user name, a script's name):
+-- kept beside the login role the request recorded ("manual:alice (ops)"). Only for a request this login
+-- made and that is not carried out yet.
+CREATE OR REPLACE FUNCTION agentlab_sched.label_request(request_id bigint, label text) RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    said text := regexp_replace(coalesce(label, ''), '^(manual|backfill):', '');
+BEGIN
+    IF btrim(said) = '' THEN
+        RETURN;
+    END IF;
+    PERFORM agentlab_sched.validate_text('requested_by', said, 200);
+    UPDATE agentlab_sched.fire_requests r
+    SET requested_by = r.kind || ':' || agentlab_sched.decider(said)
+    WHERE r.id = label_request.request_id AND r.done_at IS NULL AND r.requested_by = r.kind || ':' || session_user;
+END
+$$;
+
 -- The instants a backfill may name: finite, and far enough from the ends of the calendar that the cron
 -- evaluator can step past them.
 CREATE OR REPLACE FUNCTION agentlab_sched.check_backfill_bound(field text, at timestamptz, tz text) RETURNS void
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     lowest constant timestamptz := '1900-01-01 00:00:00+00';
     highest constant timestamptz := '9000-01-01 00:00:00+00';
@@ -719,7 +829,10 @@ DROP FUNCTION IF EXISTS agentlab_sched.backfill(text, timestamptz, timestamptz);
 CREATE OR REPLACE FUNCTION agentlab_sched.backfill(name text, "from" timestamptz, "to" timestamptz,
                                                    overlap text DEFAULT 'buffer_all')
 RETURNS bigint
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     sid bigint;
     tz text;
@@ -738,7 +851,7 @@ BEGIN
     PERFORM agentlab_sched.validate_choice('overlap', overlap,
                                            ARRAY['skip', 'buffer_one', 'buffer_all', 'allow_all', 'cancel_other']);
     INSERT INTO agentlab_sched.fire_requests (schedule_id, kind, fire_at, until, requested_by, overlap)
-    VALUES (sid, 'backfill', "from", "to", 'backfill:' || current_user, overlap)
+    VALUES (sid, 'backfill', "from", "to", 'backfill:' || session_user, overlap)
     RETURNING id INTO rid;
     PERFORM pg_notify('agentlab_sched_schedules', sid::text);
     RETURN rid;
@@ -753,7 +866,10 @@ DROP FUNCTION IF EXISTS agentlab_sched.next_request(bigint, bigint[]);
 CREATE OR REPLACE FUNCTION agentlab_sched.next_request(request_id bigint DEFAULT NULL, skip bigint[] DEFAULT '{}')
 RETURNS TABLE (id bigint, kind text, fire_at timestamptz, until timestamptz, inputs jsonb, overlap text,
                schedule jsonb)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
 #variable_conflict use_column
 DECLARE
     r agentlab_sched.fire_requests;
@@ -792,7 +908,10 @@ $$;
 -- session's locale). It is never retried.
 CREATE OR REPLACE FUNCTION agentlab_sched.fail_request(request_id bigint, code text, params jsonb DEFAULT '{}')
 RETURNS jsonb
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
 BEGIN
     UPDATE agentlab_sched.fire_requests
     SET done_at = clock_timestamp(), error_code = code, error_params = coalesce(params, '{}'::jsonb),
@@ -816,7 +935,10 @@ CREATE OR REPLACE FUNCTION agentlab_sched.carry_out_request(request_id bigint, t
                                                             refusals jsonb DEFAULT '[]'::jsonb,
                                                             wait boolean DEFAULT true)
 RETURNS jsonb
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     req agentlab_sched.fire_requests;
     s agentlab_sched.schedules;

@@ -12,20 +12,26 @@
 
 -- '#' + the first 6 characters of a run id, as the ledger's overlap reasons show it.
 CREATE OR REPLACE FUNCTION agentlab_sched.run_ref(id uuid) RETURNS text
-LANGUAGE sql IMMUTABLE AS $$
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
     SELECT left(id::text, 6)
 $$;
 
 -- A run status (or approval decision) as a message term, so it reads in the reader's language.
 CREATE OR REPLACE FUNCTION agentlab_sched.status_term(prefix text, status text) RETURNS jsonb
-LANGUAGE sql IMMUTABLE AS $$
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
     SELECT jsonb_build_object('msg', prefix || '.status.' || status)
 $$;
 
 -- The run a reference names: a full id, or its first characters (at least 4, '#' and '-' allowed, as
 -- the CLI shows them). Unknown -> P0002; a prefix naming several runs -> 22023 with the count.
 CREATE OR REPLACE FUNCTION agentlab_sched.find_run(ref text) RETURNS uuid
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     raw text := lower(btrim(coalesce(ref, '')));
     hex text;
@@ -58,7 +64,7 @@ $$;
 -- Lock a run for a lifecycle request: its current job first, then the run (the job trigger's order).
 CREATE OR REPLACE FUNCTION agentlab_sched.lock_run(run_id uuid) RETURNS agentlab_sched.runs
 LANGUAGE plpgsql
-SET search_path = public, pg_temp
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     jid bigint;
@@ -70,7 +76,7 @@ BEGIN
             PERFORM agentlab_sched.fail('run.not_found', 'run_id', jsonb_build_object('run', run_id));
         END IF;
         IF jid IS NOT NULL THEN
-            PERFORM 1 FROM procrastinate_jobs j WHERE j.id = jid FOR UPDATE;
+            PERFORM 1 FROM public.procrastinate_jobs j WHERE j.id = jid FOR UPDATE;
         END IF;
         SELECT * INTO r FROM agentlab_sched.runs x WHERE x.id = lock_run.run_id FOR UPDATE;
         EXIT WHEN r.job_id IS NOT DISTINCT FROM jid;  -- moved to another job meanwhile: lock that one
@@ -81,7 +87,9 @@ $$;
 
 -- Who decides, and what they said: checked before anything is written.
 CREATE OR REPLACE FUNCTION agentlab_sched.check_decision(by text, comment text, segment integer) RETURNS void
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
 BEGIN
     IF by IS NULL OR char_length(btrim(by)) = 0 OR char_length(by) > 200 OR by ~ '[[:cntrl:]]' THEN
         PERFORM agentlab_sched.fail('run.bad_by', 'by');
@@ -99,7 +107,9 @@ $$;
 -- The pending approval of a run that waits for one (locked), or the reason it cannot be decided.
 CREATE OR REPLACE FUNCTION agentlab_sched.pending_approval(r agentlab_sched.runs, asked_segment integer)
 RETURNS agentlab_sched.approvals
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     a agentlab_sched.approvals;
     tz text;
@@ -139,22 +149,22 @@ $$;
 -- inputs of the run; queue, priority and lock of its previous job, else of its schedule.
 CREATE OR REPLACE FUNCTION agentlab_sched.defer_run_job(r agentlab_sched.runs) RETURNS bigint
 LANGUAGE plpgsql
-SET search_path = public, pg_temp
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     q text;
     p integer;
     l text;
 BEGIN
-    SELECT j.queue_name, j.priority, j.lock INTO q, p, l FROM procrastinate_jobs j WHERE j.id = r.job_id;
+    SELECT j.queue_name, j.priority, j.lock INTO q, p, l FROM public.procrastinate_jobs j WHERE j.id = r.job_id;
     IF NOT FOUND THEN
         SELECT s.queue, s.priority,
                CASE WHEN s.overlap IN ('buffer_one', 'buffer_all', 'cancel_other') THEN 'agentlab_sched:' || s.id END
         INTO q, p, l
         FROM agentlab_sched.schedules s WHERE s.id = r.schedule_id;
     END IF;
-    RETURN (procrastinate_defer_jobs_v1(ARRAY[ROW(coalesce(q, 'default'), r.task, coalesce(p, 0), l, NULL,
-                                                   r.inputs, NULL)::procrastinate_job_to_defer_v1]))[1];
+    RETURN (public.procrastinate_defer_jobs_v1(ARRAY[ROW(coalesce(q, 'default'), r.task, coalesce(p, 0), l, NULL,
+                                                   r.inputs, NULL)::public.procrastinate_job_to_defer_v1]))[1];
 END
 $$;
 
@@ -167,7 +177,10 @@ $$;
 -- run is not running (cancelled while the job was being fetched, ...) only its id and status: the
 -- middleware does not run such a body.
 CREATE OR REPLACE FUNCTION agentlab_sched.run_context(job bigint) RETURNS jsonb
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
     SELECT CASE WHEN r.status <> 'running' THEN jsonb_build_object('run_id', r.id, 'status', r.status)
            ELSE jsonb_build_object(
         'run_id', r.id, 'status', r.status, 'fire_id', r.fire_id, 'fire_at', f.fire_at, 'kind', f.kind,
@@ -188,7 +201,10 @@ $$;
 -- meanwhile: nothing is written).
 CREATE OR REPLACE FUNCTION agentlab_sched.await_approval(run_id uuid, job bigint, title text, state jsonb)
 RETURNS integer
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     seg integer;
 BEGIN
@@ -217,7 +233,10 @@ $$;
 -- finished (runs.outcome).
 CREATE OR REPLACE FUNCTION agentlab_sched.record_task_error(run_id uuid, job bigint, message text, code text)
 RETURNS boolean
-LANGUAGE sql AS $$
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
     UPDATE agentlab_sched.runs r SET error = left(message, 4000), error_code = code, outcome = 'failed',
                                      updated_at = now()
     WHERE r.id = run_id AND r.job_id = job AND r.status = 'running'
@@ -227,7 +246,10 @@ $$;
 -- The task returned: keep its result (JSON, or NULL for none) with the run; the run succeeds when its job
 -- is finished, or deleted (runs.outcome).
 CREATE OR REPLACE FUNCTION agentlab_sched.record_result(run_id uuid, job bigint, value jsonb) RETURNS boolean
-LANGUAGE sql AS $$
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
     UPDATE agentlab_sched.runs r SET result = value, outcome = 'succeeded', updated_at = now()
     WHERE r.id = run_id AND r.job_id = job AND r.status = 'running'
     RETURNING true
@@ -237,7 +259,10 @@ $$;
 -- instead of finished. A timeout or cancel already asked for is kept; without one, the run is
 -- interrupted (suspended, or what its schedule's on_interrupt says), never cancelled.
 CREATE OR REPLACE FUNCTION agentlab_sched.mark_shutdown(run_id uuid, job bigint) RETURNS boolean
-LANGUAGE sql AS $$
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
     UPDATE agentlab_sched.runs r SET abort_reason = coalesce(r.abort_reason, 'shutdown'), outcome = 'aborted',
                                      updated_at = now()
     WHERE r.id = run_id AND r.job_id = job AND r.status = 'running'
@@ -248,14 +273,15 @@ $$;
 -- in time): todo again, so the run is queued for the next worker. True when it was handed back.
 CREATE OR REPLACE FUNCTION agentlab_sched.hand_back_job(job bigint) RETURNS boolean
 LANGUAGE plpgsql
-SET search_path = public, pg_temp
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    PERFORM 1 FROM procrastinate_jobs j WHERE j.id = job AND j.status = 'doing' FOR UPDATE;
+    PERFORM 1 FROM public.procrastinate_jobs j WHERE j.id = job AND j.status = 'doing' FOR UPDATE;
     IF NOT FOUND THEN
         RETURN false;
     END IF;
-    PERFORM procrastinate_retry_job_v2(job, NULL, NULL, NULL, NULL);
+    PERFORM public.procrastinate_retry_job_v2(job, NULL, NULL, NULL, NULL);
     RETURN true;
 END
 $$;
@@ -263,7 +289,10 @@ $$;
 -- A worker took the job of a run whose task its app does not have (Procrastinate fails it before any
 -- middleware runs): the run's error says so.
 CREATE OR REPLACE FUNCTION agentlab_sched.record_unknown_task(job bigint) RETURNS boolean
-LANGUAGE sql AS $$
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
     UPDATE agentlab_sched.runs r
     SET error = agentlab_sched.msg('run.task_unknown', jsonb_build_object('task', r.task)),
         error_code = 'run.task_unknown', outcome = 'failed', updated_at = now()
@@ -278,7 +307,10 @@ CREATE OR REPLACE FUNCTION agentlab_sched.finish_after_abort(run_id uuid, job bi
                                                              now timestamptz DEFAULT clock_timestamp(),
                                                              abort_grace interval DEFAULT interval '10 seconds')
 RETURNS text
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     r agentlab_sched.runs;
     late interval;
@@ -312,14 +344,6 @@ $$;
 DROP FUNCTION IF EXISTS agentlab_sched.approve(uuid, text, text, integer, timestamptz);
 DROP FUNCTION IF EXISTS agentlab_sched.reject(uuid, text, text, integer, timestamptz);
 
--- Who decided, in words: the login role that decided (session_user, what approvals.decided_by records),
--- with the name a caller gave ("alice" from `runs approve --by alice`) before it when that says more.
-CREATE OR REPLACE FUNCTION agentlab_sched.decider(label text) RETURNS text
-LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN label IS NULL OR label = session_user THEN session_user::text
-                ELSE label || ' (' || session_user || ')' END
-$$;
-
 -- Approve the pending approval of a run (of `segment`, when given: a stale segment is refused): the
 -- run continues in a new job, its next segment receiving its state and this approval. Until that job
 -- starts the run still counts as awaiting approval (overlap, reasons). The approval records the login
@@ -328,7 +352,10 @@ $$;
 CREATE OR REPLACE FUNCTION agentlab_sched.approve(run_id uuid, by text DEFAULT NULL,
                                                   comment text DEFAULT NULL, segment integer DEFAULT NULL)
 RETURNS bigint
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     r agentlab_sched.runs;
     a agentlab_sched.approvals;
@@ -353,7 +380,8 @@ CREATE OR REPLACE FUNCTION agentlab_sched.reject(run_id uuid, by text DEFAULT NU
                                                  comment text DEFAULT NULL, segment integer DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql
-SET search_path = public, pg_temp
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r agentlab_sched.runs;
@@ -388,7 +416,8 @@ CREATE OR REPLACE FUNCTION agentlab_sched.resume_run(run_id uuid, by text DEFAUL
                                                      now timestamptz DEFAULT now())
 RETURNS bigint
 LANGUAGE plpgsql
-SET search_path = public, pg_temp
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r agentlab_sched.runs;
@@ -398,10 +427,10 @@ BEGIN
     PERFORM agentlab_sched.check_decision(by, NULL, NULL);
     r := agentlab_sched.lock_run(run_id);
     PERFORM agentlab_sched.require_suspended(r);
-    SELECT pj.id, pj.status::text AS status, pj.abort_requested INTO j FROM procrastinate_jobs pj WHERE pj.id = r.job_id;
+    SELECT pj.id, pj.status::text AS status, pj.abort_requested INTO j FROM public.procrastinate_jobs pj WHERE pj.id = r.job_id;
     IF j.id IS NOT NULL AND j.status = 'doing' AND NOT j.abort_requested THEN
         -- doing -> todo: the job trigger puts the run back to queued.
-        PERFORM procrastinate_retry_job_v2(r.job_id, NULL, NULL, NULL, NULL);
+        PERFORM public.procrastinate_retry_job_v2(r.job_id, NULL, NULL, NULL, NULL);
         jid := r.job_id;
     ELSE
         -- The job is gone or cannot be retried: a new one; the run moves to it before the old one ends,
@@ -409,7 +438,7 @@ BEGIN
         jid := agentlab_sched.defer_run_job(r);
         UPDATE agentlab_sched.runs x SET job_id = jid WHERE x.id = r.id;
         IF j.id IS NOT NULL AND j.status = 'doing' THEN
-            PERFORM procrastinate_finish_job_v1(j.id, 'aborted', false);
+            PERFORM public.procrastinate_finish_job_v1(j.id, 'aborted', false);
         END IF;
     END IF;
     UPDATE agentlab_sched.runs x
@@ -421,7 +450,9 @@ END
 $$;
 
 CREATE OR REPLACE FUNCTION agentlab_sched.require_suspended(r agentlab_sched.runs) RETURNS void
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
 BEGIN
     IF r.status IN ('succeeded', 'failed', 'cancelled', 'timed_out') THEN
         PERFORM agentlab_sched.fail('run.already_ended', 'run_id', jsonb_build_object(
@@ -438,7 +469,8 @@ CREATE OR REPLACE FUNCTION agentlab_sched.abandon(run_id uuid, by text DEFAULT c
                                                   now timestamptz DEFAULT now())
 RETURNS text
 LANGUAGE plpgsql
-SET search_path = public, pg_temp
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r agentlab_sched.runs;
@@ -451,8 +483,8 @@ BEGIN
         error = agentlab_sched.msg('run.abandoned_by', jsonb_build_object('by', by)), error_code = 'run.abandoned',
         deadline_at = NULL, updated_at = now
     WHERE x.id = r.id;
-    IF EXISTS (SELECT 1 FROM procrastinate_jobs j WHERE j.id = r.job_id AND j.status = 'doing') THEN
-        PERFORM procrastinate_finish_job_v1(r.job_id, 'aborted', false);
+    IF EXISTS (SELECT 1 FROM public.procrastinate_jobs j WHERE j.id = r.job_id AND j.status = 'doing') THEN
+        PERFORM public.procrastinate_finish_job_v1(r.job_id, 'aborted', false);
     END IF;
     RETURN 'cancelled';
 END
@@ -465,7 +497,8 @@ CREATE OR REPLACE FUNCTION agentlab_sched.cancel_run(run_id uuid, by text DEFAUL
                                                      now timestamptz DEFAULT now())
 RETURNS text
 LANGUAGE plpgsql
-SET search_path = public, pg_temp
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r agentlab_sched.runs;
@@ -477,21 +510,21 @@ BEGIN
         PERFORM agentlab_sched.fail('run.already_ended', 'run_id', jsonb_build_object(
             'run', agentlab_sched.run_ref(r.id), 'status', agentlab_sched.status_term('run', r.status)));
     END IF;
-    SELECT j.status::text INTO js FROM procrastinate_jobs j WHERE j.id = r.job_id;
+    SELECT j.status::text INTO js FROM public.procrastinate_jobs j WHERE j.id = r.job_id;
     UPDATE agentlab_sched.runs x
     SET abort_reason = 'cancel', abort_requested_at = now, cancelled_by = by,
         error = agentlab_sched.msg('run.cancelled_by', jsonb_build_object('by', by)), error_code = 'run.cancelled',
         updated_at = now
     WHERE x.id = r.id;
     IF r.status = 'running' AND js = 'doing' THEN
-        PERFORM procrastinate_cancel_job_v1(r.job_id, true, false);
+        PERFORM public.procrastinate_cancel_job_v1(r.job_id, true, false);
         RETURN 'abort_requested';
     END IF;
     UPDATE agentlab_sched.runs x SET status = 'cancelled', finished_at = now, deadline_at = NULL WHERE x.id = r.id;
     IF js = 'todo' THEN
-        PERFORM procrastinate_cancel_job_v1(r.job_id, true, false);
+        PERFORM public.procrastinate_cancel_job_v1(r.job_id, true, false);
     ELSIF js = 'doing' THEN
-        PERFORM procrastinate_finish_job_v1(r.job_id, 'aborted', false);
+        PERFORM public.procrastinate_finish_job_v1(r.job_id, 'aborted', false);
     END IF;
     RETURN 'cancelled';
 END
@@ -509,7 +542,8 @@ CREATE OR REPLACE FUNCTION agentlab_sched.detect_suspended(now timestamptz DEFAU
                                                            stalled_after interval DEFAULT interval '30 seconds')
 RETURNS integer
 LANGUAGE plpgsql
-SET search_path = public, pg_temp
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     c record;
@@ -517,15 +551,15 @@ DECLARE
     n integer := 0;
 BEGIN
     FOR c IN SELECT x.id, x.job_id FROM agentlab_sched.runs x
-             LEFT JOIN procrastinate_jobs j ON j.id = x.job_id
-             LEFT JOIN procrastinate_workers w ON w.id = j.worker_id
+             LEFT JOIN public.procrastinate_jobs j ON j.id = x.job_id
+             LEFT JOIN public.procrastinate_workers w ON w.id = j.worker_id
              WHERE x.status = 'running'
                AND (j.id IS NULL
                     OR (j.status = 'doing' AND (w.id IS NULL OR w.last_heartbeat < now - stalled_after)))
     LOOP
         -- The job's lock first, then the run's; skip whatever someone else is handling.
         IF c.job_id IS NOT NULL THEN
-            PERFORM 1 FROM procrastinate_jobs j WHERE j.id = c.job_id AND j.status = 'doing' FOR UPDATE SKIP LOCKED;
+            PERFORM 1 FROM public.procrastinate_jobs j WHERE j.id = c.job_id AND j.status = 'doing' FOR UPDATE SKIP LOCKED;
             CONTINUE WHEN NOT FOUND;
         END IF;
         SELECT * INTO r FROM agentlab_sched.runs x
@@ -533,7 +567,7 @@ BEGIN
         FOR UPDATE SKIP LOCKED;
         CONTINUE WHEN NOT FOUND;
         IF r.abort_reason IS NOT NULL AND r.abort_reason <> 'shutdown' AND r.job_id IS NOT NULL THEN
-            PERFORM procrastinate_finish_job_v1(r.job_id, 'aborted', false);  -- the job trigger ends the run
+            PERFORM public.procrastinate_finish_job_v1(r.job_id, 'aborted', false);  -- the job trigger ends the run
         ELSE
             UPDATE agentlab_sched.runs x
             SET status = 'suspended', suspended_at = now, deadline_at = NULL, abort_reason = NULL,
@@ -556,7 +590,8 @@ CREATE OR REPLACE FUNCTION agentlab_sched.time_out_run(run_id uuid, now timestam
                                                        abort_grace interval DEFAULT interval '10 seconds')
 RETURNS text
 LANGUAGE plpgsql
-SET search_path = public, pg_temp
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r agentlab_sched.runs;
@@ -570,7 +605,7 @@ BEGIN
         SET abort_reason = 'timeout', abort_requested_at = now, error_code = 'run.timed_out', updated_at = now
         WHERE x.id = r.id;
         IF r.job_id IS NOT NULL THEN
-            PERFORM procrastinate_cancel_job_v1(r.job_id, true, false);
+            PERFORM public.procrastinate_cancel_job_v1(r.job_id, true, false);
         END IF;
         RETURN 'aborted';
     END IF;
@@ -592,7 +627,10 @@ $$;
 CREATE OR REPLACE FUNCTION agentlab_sched.enforce_timeouts(now timestamptz DEFAULT now(),
                                                            abort_grace interval DEFAULT interval '10 seconds')
 RETURNS integer
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     rid uuid;
     n integer := 0;
@@ -615,7 +653,10 @@ $$;
 -- The host says the state behind a persistent schedule's session is gone: a new session key, used by
 -- its next runs. Returns the new key.
 CREATE OR REPLACE FUNCTION agentlab_sched.reset_session(name text) RETURNS text
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
 #variable_conflict use_variable
 DECLARE
     s agentlab_sched.schedules;
@@ -637,7 +678,10 @@ $$;
 -- The same, from inside a run (context.renew_session()): a persistent schedule gets a new key, and the
 -- run uses it from now on; an isolated run gets a fresh key of its own. Returns the new key.
 CREATE OR REPLACE FUNCTION agentlab_sched.renew_session(run_id uuid) RETURNS text
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     r agentlab_sched.runs;
     s agentlab_sched.schedules;
@@ -667,7 +711,8 @@ CREATE OR REPLACE FUNCTION agentlab_sched.prune(older_than interval, now timesta
                                                 batch integer DEFAULT NULL)
 RETURNS jsonb
 LANGUAGE plpgsql
-SET search_path = public, pg_temp
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     cutoff timestamptz;
@@ -712,7 +757,7 @@ BEGIN
     DELETE FROM agentlab_sched.runs r WHERE r.id = ANY (victims);
     GET DIAGNOSTICS n_runs = ROW_COUNT;
 
-    DELETE FROM procrastinate_jobs j
+    DELETE FROM public.procrastinate_jobs j
     WHERE j.id = ANY (jobs) AND j.status IN ('succeeded', 'failed', 'cancelled', 'aborted');
     GET DIAGNOSTICS n_jobs = ROW_COUNT;
 
@@ -733,7 +778,9 @@ $$;
 -- - a run queued or running again forgets an earlier abort request.
 -- (A run whose job a stopping worker aborted is interrupted, not cancelled: settle_run in 50_runs.sql.)
 CREATE OR REPLACE FUNCTION agentlab_sched.runs_lifecycle() RETURNS trigger
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
 BEGIN
     IF OLD.status = 'awaiting_approval' AND NEW.status = 'running'
        AND EXISTS (SELECT 1 FROM agentlab_sched.approvals a

@@ -5,7 +5,9 @@
 -- The notification event a run status causes, or NULL: finished (succeeded); failed (failed, timed_out,
 -- and suspended: a suspended run will not continue by itself); awaiting_approval.
 CREATE OR REPLACE FUNCTION agentlab_sched.notify_event(status text) RETURNS text
-LANGUAGE sql IMMUTABLE AS $$
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
     SELECT CASE status
         WHEN 'succeeded' THEN 'finished'
         WHEN 'failed' THEN 'failed'
@@ -21,7 +23,9 @@ $$;
 -- status set twice is one row); awaiting_approval once per segment (the outbox_once key). Concurrent
 -- updates of one run are serialised by its row lock, and each statement here sees the ones before.
 CREATE OR REPLACE FUNCTION agentlab_sched.runs_outbox() RETURNS trigger
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     ev text := agentlab_sched.notify_event(NEW.status);
     written integer;
@@ -83,7 +87,10 @@ CREATE OR REPLACE FUNCTION agentlab_sched.set_webhook(name text, expected_versio
                                                       url_enc text, secret_enc text, url_hint text,
                                                       events text[])
 RETURNS integer
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
 #variable_conflict use_variable
 DECLARE
     result integer;
@@ -113,7 +120,10 @@ $$;
 CREATE OR REPLACE FUNCTION agentlab_sched.rotate_webhook(schedule_id bigint, old_url_enc text, new_url_enc text,
                                                          old_secret_enc text, new_secret_enc text)
 RETURNS void
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
     found_name text;
 BEGIN
@@ -141,7 +151,9 @@ $$;
 -- AFTER DELETE ON schedules: its notifications go with it (what a foreign key with ON DELETE CASCADE did;
 -- the outbox has none, so that writing to it never waits on the schedules table).
 CREATE OR REPLACE FUNCTION agentlab_sched.schedules_outbox_gone() RETURNS trigger
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
 BEGIN
     DELETE FROM agentlab_sched.outbox o WHERE o.schedule_id = OLD.id;
     RETURN NULL;

@@ -4,7 +4,9 @@
 
 -- The on-time window in seconds (config key on_time_window_seconds, 60 by default).
 CREATE OR REPLACE FUNCTION agentlab_sched.on_time_window() RETURNS interval
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
     SELECT make_interval(secs => coalesce(
         (SELECT value::double precision FROM agentlab_sched.config
          WHERE key = 'on_time_window_seconds' AND value ~ '^\s*[0-9]+(\.[0-9]+)?\s*$'),

@@ -15,17 +15,18 @@ CREATE OR REPLACE FUNCTION agentlab_sched.housekeeping(now timestamptz DEFAULT n
                                                        prune_batch integer DEFAULT 1000)
 RETURNS jsonb
 LANGUAGE plpgsql
-SET search_path = public, pg_temp
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     pruned integer;
     done jsonb;
 BEGIN
     -- The scheduler's own periodic jobs are worth nothing once finished.
-    DELETE FROM procrastinate_jobs j
+    DELETE FROM public.procrastinate_jobs j
     WHERE j.task_name IN ('agentlab_sched:tick', 'agentlab_sched:housekeeping')
       AND j.status IN ('succeeded', 'failed', 'cancelled', 'aborted')
-      AND j.id < (SELECT max(id) - 100 FROM procrastinate_jobs);
+      AND j.id < (SELECT max(id) - 100 FROM public.procrastinate_jobs);
     GET DIAGNOSTICS pruned = ROW_COUNT;
     done := jsonb_build_object(
         'pruned_ticks', pruned,
