@@ -42,7 +42,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from types import TracebackType
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from agentlab_sched import messages
 
@@ -174,7 +174,9 @@ class _Translated:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> Literal[False]:
         err = from_database(exc) if isinstance(exc, Exception) else None
         if err is None:
             return False  # no error, or not one of ours: it goes on as it is
@@ -185,7 +187,7 @@ class _Translated:
 
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool:
+    ) -> Literal[False]:
         return self.__exit__(kind, exc, tb)
 
 

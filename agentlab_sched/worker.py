@@ -79,7 +79,7 @@ async def run_worker(
             worker = asyncio.create_task(
                 app.run_worker_async(
                     concurrency=concurrency,
-                    queues=queues,
+                    queues=queues,  # type: ignore[arg-type]  # None = every queue (WorkerOptions omits it)
                     install_signal_handlers=False,
                     shutdown_graceful_timeout=STOP_GRACE,
                     # New jobs and abort requests arrive by NOTIFY; polling is only the fallback.

@@ -3,6 +3,7 @@ never to a design document or an issue tracker outside it."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -33,3 +34,31 @@ def test_no_reference_to_a_document_outside_the_repository() -> None:
         if OUTSIDE.search(line)
     ]
     assert hits == [], "refer to a docs/ page instead:\n" + "\n".join(hits)
+
+
+def test_ci_runs_the_readme_test_command_then_the_linters_and_mypy() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    [command] = [line for line in readme.splitlines() if line.endswith(".venv/bin/pytest -q")]
+    ci = [line for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
+    assert command in ci
+    after = ci[ci.index(command) + 1 :]
+    assert after == [".venv/bin/ruff check .", ".venv/bin/ruff format --check .", ".venv/bin/mypy"]
+
+
+def test_no_import_inside_a_function_dodges_a_cycle() -> None:
+    """Modules import each other at the top; a function may import an optional heavy library only, saying
+    why on the line."""
+    found = []
+    for path in sorted((ROOT / "agentlab_sched").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        for node in ast.walk(ast.parse(text)):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Import | ast.ImportFrom):
+                    names = [inner.module or ""] if isinstance(inner, ast.ImportFrom) else [a.name for a in inner.names]
+                    ours = any(n == "agentlab_sched" or n.startswith("agentlab_sched.") for n in names)
+                    if ours or "#" not in lines[inner.lineno - 1]:
+                        found.append(f"{path.relative_to(ROOT)}:{inner.lineno}: {lines[inner.lineno - 1].strip()}")
+    assert found == [], "import at the top of the module:\n" + "\n".join(found)

@@ -129,7 +129,7 @@ def display_url(url: str) -> str:
         parts = conninfo.conninfo_to_dict(url)
     except psycopg.ProgrammingError:
         return "(unparsable database URL)"
-    user = parts.get("user")
+    user = str(parts.get("user") or "")
     host = str(parts.get("host") or "")
     port = parts.get("port")
     where = host if not port else f"{host}:{port}"

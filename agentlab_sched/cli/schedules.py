@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from agentlab_sched import messages
+from agentlab_sched import messages, notify
 from agentlab_sched.cli import common
 from agentlab_sched.errors import Conflict, SchedError
 from agentlab_sched.schedules import admin, planner
@@ -366,8 +366,6 @@ def edit_cmd(
                     name=name, expected=expected_version, actual=before.version,
                 )  # fmt: skip
             if webhook_given:
-                from agentlab_sched import notify
-
                 # Only what was given: set_webhook keeps what it is not told (url=None would remove it).
                 given_webhook: dict[str, Any] = {
                     key: value
@@ -375,6 +373,7 @@ def edit_cmd(
                                        ("secret", webhook_secret), ("events", webhook_events))
                     if value is not None
                 }  # fmt: skip
+                assert settings is not None  # read above whenever a webhook option is given
                 await notify.set_webhook(conn, s.name, settings=settings, **given_webhook)
                 s = await admin.get(conn, s.name)
         return s, before.version

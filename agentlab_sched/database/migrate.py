@@ -18,6 +18,7 @@ import hashlib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -80,8 +81,6 @@ def migrate(
     monitoring views ``job`` and ``job_run_details`` are made, unless pg_cron itself is installed there.
     """
     if cron_schema == _FROM_SETTINGS:
-        from agentlab_sched.settings import Settings
-
         cron_schema = Settings.from_env().cron_schema
     report = MigrateReport(cron_schema=cron_schema)
     with psycopg.connect(url, autocommit=False) as conn:
@@ -149,7 +148,7 @@ def _record(conn: psycopg.Connection, name: str, text: str) -> None:
     queries.execute_sync(conn, "record_migration", {"name": name, "checksum": checksum(text)})
 
 
-def _ours(conn: psycopg.Connection, applied: dict[str, str], report: MigrateReport) -> None:
+def _ours(conn: psycopg.Connection[Any], applied: dict[str, str], report: MigrateReport) -> None:
     for path in sorted(MIGRATIONS_DIR.glob("*.sql")):
         text = path.read_text(encoding="utf-8")
         digest = checksum(text)
@@ -165,7 +164,7 @@ def _ours(conn: psycopg.Connection, applied: dict[str, str], report: MigrateRepo
         report.applied.append(name)
 
 
-def _catalogue(conn: psycopg.Connection, locale: str | None, on_time_window: float | None) -> None:
+def _catalogue(conn: psycopg.Connection[Any], locale: str | None, on_time_window: float | None) -> None:
     queries.execute_sync(conn, "clear_messages")
     queries.execute_many_sync(conn, "insert_message", messages.catalog_rows())
     queries.execute_sync(conn, "clear_error_codes")

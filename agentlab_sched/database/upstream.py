@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
+from procrastinate.schema import SchemaManager
 
 from agentlab_sched.database import queries
 
@@ -87,8 +88,6 @@ class Marker:
 
 def migration_files() -> list[Path]:
     """The migration files of the installed Procrastinate, oldest first."""
-    from procrastinate.schema import SchemaManager
-
     return sorted(Path(SchemaManager.get_migrations_path()).glob("*.sql"))
 
 

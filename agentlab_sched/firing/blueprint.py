@@ -36,7 +36,9 @@ REGISTER_EVERY = 60.0
 _registered_at: dict[int, float] = {}
 
 
-async def register_app_tasks(app: procrastinate.App, conn: psycopg.AsyncConnection, *, force: bool = False) -> None:
+async def register_app_tasks(
+    app: procrastinate.App, conn: psycopg.AsyncConnection[Any], *, force: bool = False
+) -> None:
     """Record the app's task names as runnable by a live worker (throttled to once a minute)."""
     now = time.monotonic()
     if not force and now - _registered_at.get(id(app), -REGISTER_EVERY) < REGISTER_EVERY:

@@ -9,6 +9,7 @@ is split by domain (one module each); `agentlab-sched migrate` copies it into th
 from __future__ import annotations
 
 import os
+import string
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -124,8 +125,6 @@ def catalog_rows() -> list[tuple[str, str, str]]:
 
 def check_catalog(catalog: Mapping[str, Mapping[str, str]] = CATALOG) -> list[str]:
     """Codes whose locales disagree on placeholders (a test keeps this empty)."""
-    import string
-
     bad = []
     for code, per in catalog.items():
         names = {loc: {f for _, f, _, _ in string.Formatter().parse(tpl) if f} for loc, tpl in per.items()}

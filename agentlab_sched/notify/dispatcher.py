@@ -22,6 +22,7 @@ import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import psycopg
 
@@ -119,7 +120,7 @@ class Outbox:
     """Claim, send and record outbox rows on one connection (autocommit)."""
 
     def __init__(
-        self, conn: psycopg.AsyncConnection, settings: Settings, sender: Sender, box: SecretBox | None = None
+        self, conn: psycopg.AsyncConnection[Any], settings: Settings, sender: Sender, box: SecretBox | None = None
     ) -> None:
         self.conn = conn
         self.settings = settings
@@ -285,7 +286,7 @@ class Outbox:
 
 
 async def deliver_due(
-    conn: psycopg.AsyncConnection, settings: Settings, *, sender: Sender, now: datetime | None = None
+    conn: psycopg.AsyncConnection[Any], settings: Settings, *, sender: Sender, now: datetime | None = None
 ) -> dict[str, int]:
     """Deliver every row due at ``now`` (the database clock by default), one after another.
 

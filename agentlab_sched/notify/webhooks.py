@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import psycopg
 
@@ -88,7 +89,7 @@ def _open(
         raise SchedError(code, field, schedule=name, field=term(f"notify.field.{field}")) from None
 
 
-async def _schedule_row(conn: psycopg.AsyncConnection, name: str) -> dict:
+async def _schedule_row(conn: psycopg.AsyncConnection[Any], name: str) -> dict:
     row = await queries.one(conn, "schedule_webhook", {"name": name})
     if row is None:
         raise NotFound("schedule.not_found", "name", name=name)
@@ -96,7 +97,7 @@ async def _schedule_row(conn: psycopg.AsyncConnection, name: str) -> dict:
 
 
 async def set_webhook(
-    conn: psycopg.AsyncConnection,
+    conn: psycopg.AsyncConnection[Any],
     name: str,
     *,
     url: str | _Keep | None = KEEP,
@@ -192,7 +193,7 @@ async def set_webhook(
     )
 
 
-async def get_webhook(conn: psycopg.AsyncConnection, name: str) -> WebhookInfo:
+async def get_webhook(conn: psycopg.AsyncConnection[Any], name: str) -> WebhookInfo:
     """The webhook of schedule ``name``, masked (no key needed)."""
     row = await _schedule_row(conn, name)
     return WebhookInfo(
@@ -204,7 +205,7 @@ async def get_webhook(conn: psycopg.AsyncConnection, name: str) -> WebhookInfo:
     )
 
 
-async def rotate_secrets(conn: psycopg.AsyncConnection, settings: Settings) -> int:
+async def rotate_secrets(conn: psycopg.AsyncConnection[Any], settings: Settings) -> int:
     """Re-encrypt every webhook URL and secret with the newest key; returns how many schedules.
 
     All or nothing: when some ciphertext opens with no key, nothing changes and the error names those
@@ -249,7 +250,7 @@ class KeyProblem:
         return render(self.code, locale, schedule=self.schedule, count=self.pending)
 
 
-async def key_problems(conn: psycopg.AsyncConnection, settings: Settings) -> list[KeyProblem]:
+async def key_problems(conn: psycopg.AsyncConnection[Any], settings: Settings) -> list[KeyProblem]:
     """Schedules with pending notifications whose webhook the keys of ``settings`` cannot open, and why:
     saved with a key these settings lack (workers with only these keys leave them for one that has it),
     bound to another schedule (never sent), or no key set here at all."""
@@ -272,7 +273,7 @@ async def key_problems(conn: psycopg.AsyncConnection, settings: Settings) -> lis
 
 
 async def test_send(
-    conn: psycopg.AsyncConnection,
+    conn: psycopg.AsyncConnection[Any],
     name: str,
     settings: Settings,
     *,

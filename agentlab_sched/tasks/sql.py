@@ -30,6 +30,7 @@ from psycopg import conninfo
 from agentlab_sched.database import queries
 from agentlab_sched.errors import SchedError
 from agentlab_sched.runs.context import current_run
+from agentlab_sched.settings import Settings
 
 __all__ = ["MAX_NOTICES", "SQL_TASK", "SqlTaskError", "register", "run_sql"]
 
@@ -51,8 +52,6 @@ async def _own_conninfo(context: procrastinate.JobContext) -> str:
     """The conninfo of the worker's own connection (password included), from the app's pool."""
     pool = getattr(context.app.connector, "pool", None)
     if pool is None:  # a connector without a pool: the configured database
-        from agentlab_sched.settings import Settings
-
         url = Settings.from_env().database_url
         if not url:
             raise SqlTaskError("sql.cannot_connect", database="?", message="no database connection to copy")

@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, LiteralString, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import psycopg
 from psycopg import sql
@@ -101,9 +101,9 @@ def text(name: str) -> str:
     return load()[name]
 
 
-def _query(name: str, identifiers: Mapping[str, str] | None) -> sql.Composable:
+def _query(name: str, identifiers: Mapping[str, str] | None) -> sql.SQL | sql.Composed:
     # The files are part of the package, as trusted as a literal in its source.
-    statement = sql.SQL(cast(LiteralString, text(name)))
+    statement = sql.SQL(text(name))
     if identifiers:
         return statement.format(**{k: sql.Identifier(v) for k, v in identifiers.items()})
     return statement
@@ -133,7 +133,7 @@ async def one(conn: AsyncConn, name: str, params: Params = None) -> dict[str, An
 async def one(conn: AsyncConn, name: str, params: Params, row: type[T]) -> T | None: ...
 async def one(conn: AsyncConn, name: str, params: Params = None, row: type[Any] | None = None) -> Any:
     """The first row of statement ``name`` (None when there is none): a dict, or a ``row``."""
-    async with conn.cursor(row_factory=class_row(row) if row else dict_row) as cur:  # type: ignore[call-overload]
+    async with conn.cursor(row_factory=class_row(row) if row else dict_row) as cur:
         await cur.execute(_query(name, None), params)
         return await cur.fetchone()
 
@@ -144,7 +144,7 @@ async def rows(conn: AsyncConn, name: str, params: Params = None) -> list[dict[s
 async def rows(conn: AsyncConn, name: str, params: Params, row: type[T]) -> list[T]: ...
 async def rows(conn: AsyncConn, name: str, params: Params = None, row: type[Any] | None = None) -> Any:
     """Every row of statement ``name``: dicts, or ``row`` instances."""
-    async with conn.cursor(row_factory=class_row(row) if row else dict_row) as cur:  # type: ignore[call-overload]
+    async with conn.cursor(row_factory=class_row(row) if row else dict_row) as cur:
         await cur.execute(_query(name, None), params)
         return await cur.fetchall()
 
@@ -211,7 +211,7 @@ def value_sync(conn: Conn, name: str, params: Params = None) -> Any:
 def run_script_sync(conn: Conn, script: str) -> None:
     """Run a whole SQL file (a migration, a ``sql/`` file, Procrastinate's schema): no parameters."""
     # The files are part of the package (or of Procrastinate's), as trusted as a literal in its source.
-    conn.execute(cast(LiteralString, script))
+    conn.execute(script)
 
 
 # ---------------------------------------------------------------------------------- Procrastinate
