@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import json
 import logging
@@ -85,6 +86,7 @@ class RunMiddleware:
         job = context.job
         if job.id is None or job.task_name in self._skip or self._is_own(context):
             return await call_next()
+        job_id: int = job.id
         app = context.app
         data = await self._look_up(app, context)
         if not data:
@@ -99,7 +101,7 @@ class RunMiddleware:
         watcher = None
         if data.get("seconds_left") is not None:
             watcher = asyncio.create_task(
-                self._watch_deadline(app, run, job.id, float(data["seconds_left"]), is_sync, watch),
+                self._watch_deadline(app, run, job_id, float(data["seconds_left"]), is_sync, watch),
                 name=f"agentlab-sched timeout of run {run.short_id}",
             )
         tokens = run_context._set(run, app)
@@ -107,11 +109,11 @@ class RunMiddleware:
             try:
                 result = await call_next()
             except AwaitApproval as ask:
-                await self._await_approval(app, context, run, job.id, ask)
+                await self._await_approval(app, context, run, job_id, ask)
                 return None
             except pexc.JobAborted:
                 await self._bookkeeping(
-                    context, lambda: self._after_abort(app, run, job.id, context), "record the abort"
+                    context, lambda: self._after_abort(app, run, job_id, context), "record the abort"
                 )
                 raise
             except asyncio.CancelledError:
@@ -119,31 +121,31 @@ class RunMiddleware:
                     # A stopping worker: the run is interrupted (suspended, resumable), never cancelled.
                     await self._bookkeeping(
                         context,
-                        lambda: self._call(app, "mark_shutdown", run=str(run.run_id), job=job.id),
+                        lambda: self._call(app, "mark_shutdown", run=str(run.run_id), job=job_id),
                         "record the interruption",
                     )
                     raise
                 # An abort asked for (runs cancel, a newer fire, the timeout): the job ends aborted, which
                 # Procrastinate never retries (a CancelledError it would retry, for a task with retry=).
                 reason = await self._bookkeeping(
-                    context, lambda: self._after_abort(app, run, job.id, context), "record the abort"
+                    context, lambda: self._after_abort(app, run, job_id, context), "record the abort"
                 )
                 _uncancel()
                 raise pexc.JobAborted(f"run {run.short_id} was aborted ({reason or 'cancel'})") from None
             except Exception as exc:
                 await self._bookkeeping(
-                    context, lambda e=exc: self._record_error(app, run, job.id, e), "record the error"
+                    context, functools.partial(self._record_error, app, run, job_id, exc), "record the error"
                 )
                 raise
             if watch.aborted or context.should_abort():
                 # The task returned although it was asked to abort (a sync task that ignored it).
                 reason = await self._bookkeeping(
-                    context, lambda: self._after_abort(app, run, job.id, context), "record the abort"
+                    context, lambda: self._after_abort(app, run, job_id, context), "record the abort"
                 )
                 if reason is not None and reason != "shutdown":  # timeout, cancel, cancelled by a newer fire
                     raise pexc.JobAborted(f"run {run.short_id} was aborted ({reason}); its result is discarded")
             # The body finished: its result is kept even when a stopping worker cancels us meanwhile.
-            await self._bookkeeping(context, lambda: self._record_result(app, run, job.id, result), "record the result")
+            await self._bookkeeping(context, lambda: self._record_result(app, run, job_id, result), "record the result")
             return result
         finally:
             run_context._reset(tokens)
@@ -166,6 +168,7 @@ class RunMiddleware:
         """The job's run (its context), retried through an outage: a scheduled job never runs without its
         context. A worker stopping meanwhile hands the job back (todo again) before its body started."""
         job_id = context.job.id
+        assert job_id is not None  # checked by __call__
 
         async def look() -> dict[str, Any] | None:
             row = await queries.connector_one(app.connector, "run_context", job=job_id)
