@@ -139,10 +139,10 @@ async def _fire_storm(url: str, n: int, opts: Options) -> dict[str, Any]:
     spent: dict[str, float] = {}
     plan_one = tick._plan_one
 
-    async def timed_plan(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    def timed_plan(*args: Any, **kwargs: Any) -> dict[str, Any]:  # planning is pure, hence not async
         began = time.perf_counter()
         try:
-            return await plan_one(*args, **kwargs)
+            return plan_one(*args, **kwargs)
         finally:
             spent["plan"] = spent.get("plan", 0.0) + time.perf_counter() - began
 
