@@ -375,3 +375,26 @@ async def test_a_real_worker_as_the_worker_role_fires_and_runs_its_job(
         await asyncio.wait_for(task, timeout=15)
     assert done is not None, "no run succeeded"
     assert done["result"] == {"n": 1}
+
+
+async def test_the_worker_delivers_notifications(db_url: str, roles: Roles, groups: RoleNames) -> None:
+    from agentlab_sched.notify import deliver_due, set_webhook
+    from tests.notify_fakes import FEISHU_URL, FakePlatforms, add_run, add_schedule, set_status
+
+    owner = await db.connect(db_url, locale="en")
+    worker = await db.connect(roles.url(roles.login("worker_host", groups.worker)), locale="en")
+    try:
+        sid = await add_schedule(owner)
+        await set_webhook(owner, "daily-report", url=FEISHU_URL, settings=KEYS)
+        run = await add_run(owner, sid)
+        await set_status(owner, run, "succeeded")
+        cur = await owner.execute("SELECT clock_timestamp() + interval '1 second' AS now")
+        now = (await cur.fetchone())["now"]
+        fake = FakePlatforms(now=now)
+        fake.add(FEISHU_URL)
+        assert (await deliver_due(worker, KEYS, sender=fake.sender(), now=now))["sent"] == 1
+        cur = await owner.execute("SELECT status FROM agentlab_sched.outbox")
+        assert (await cur.fetchone())["status"] == "sent"
+    finally:
+        await owner.close()
+        await worker.close()
