@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import importlib
 import json
 import re
 import warnings
@@ -41,6 +42,7 @@ from typer.core import TyperGroup
 
 from agentlab_sched import database as db
 from agentlab_sched import messages
+from agentlab_sched.demo import make_app
 from agentlab_sched.errors import SchedError, ValidationError
 from agentlab_sched.settings import Settings
 
@@ -287,3 +289,11 @@ def parse_time(value: str, field_name: str, timezone: str) -> datetime:
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=ZoneInfo(timezone))
     return parsed
+
+
+def load_app(path: str, url: str) -> Any:
+    """The Procrastinate app at ``module.attr`` (``--app``); the demo app is built on ``url``."""
+    if path == "agentlab_sched.demo.app":
+        return make_app(url)
+    module, _, attr = path.rpartition(".")
+    return getattr(importlib.import_module(module), attr)

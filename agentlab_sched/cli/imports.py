@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agentlab_sched.cli import common
-from agentlab_sched.imports import pg_cron
+from agentlab_sched.imports import periodic, pg_cron
 
 import_app = typer.Typer(
     name="import",
@@ -102,6 +102,58 @@ def _print_report(report: pg_cron.ImportReport, locale: str) -> None:
     if still and not report.unschedule:
         calls = ", ".join(say("cli.import.unschedule_call", jobid=i.jobid) for i in still)
         out.print(Text(say("cli.import.next_steps", calls=calls)))
+    if report.dry_run:
+        out.print(Text(say("cli.import.dry_run"), style="yellow"))
+
+
+@import_app.command("procrastinate")
+def procrastinate_cmd(
+    ctx: typer.Context,
+    app_path: Annotated[str, typer.Option("--app", help="Dotted path of the Procrastinate app, e.g. host.app.")],
+    enable: Annotated[
+        bool, typer.Option("--enable", help="Enable the schedules (remove the decorators first).")
+    ] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what it would do; write nothing.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Make schedules of an app's @app.periodic tasks (paused unless --enable), and say which decorators to remove."""
+    locale = common.state(ctx).locale
+    procrastinate_app = common.load_app(app_path, common.state(ctx).database().url)
+
+    async def run(conn: psycopg.AsyncConnection[Any]) -> periodic.ImportReport:
+        return await periodic.import_periodic(conn, procrastinate_app, enable=enable, dry_run=dry_run, locale=locale)
+
+    report = common.run(ctx, run)
+    if as_json:
+        common.print_json(report.as_dict())
+        return
+    out = common.out()
+
+    def say(code: str, **params: object) -> str:
+        return common.text(code, locale, **params)
+
+    out.print(Text(say("cli.import_periodic.header", app=app_path)))
+    if not report.imported and not report.refused:
+        out.print(Text(say("cli.import_periodic.none")))
+    if report.imported:
+        table = Table(box=None, pad_edge=False, header_style="bold")
+        for title in ("task", "schedule", "cron", "overlap", "status"):
+            table.add_column(title)
+        for item in report.imported:
+            status = {
+                "created": "cli.import.created_enabled" if item.enabled else "cli.import.created_paused",
+                "already": "cli.import.already",
+                "enabled": "cli.import.enabled",
+            }[item.outcome]
+            table.add_row(Text(item.task), Text(item.name), Text(item.cron), item.overlap, say(status))
+        out.print(table)
+        for item in report.imported:
+            for note in item.notes:
+                out.print(Text(f"{item.name}: {note}"))
+    for refused in report.refused:
+        out.print(Text(say("cli.import_periodic.refused", task=refused.task, cron=refused.cron, reason=refused.reason)))
+    for item in report.imported:
+        out.print(Text(say("cli.import_periodic.remove", where=item.defined_at), style="yellow"))
     if report.dry_run:
         out.print(Text(say("cli.import.dry_run"), style="yellow"))
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import importlib
 import json
 import time
 from typing import Any
@@ -43,14 +42,6 @@ DEMO_SCHEDULES = (
 )
 
 
-def _load_app(path: str, url: str) -> Any:
-    """The Procrastinate app at ``module.attr``; the demo app is built on ``url``."""
-    if path == "agentlab_sched.demo.app":
-        return make_app(url)
-    module, _, attr = path.rpartition(".")
-    return getattr(importlib.import_module(module), attr)
-
-
 def _database(ctx: typer.Context) -> Any:
     return common.state(ctx).database()
 
@@ -68,7 +59,7 @@ def register(app: typer.Typer) -> None:
         """Run a worker: jobs, the scheduler's precise loop and notification dispatch."""
 
         database = _database(ctx)
-        procrastinate_app = _load_app(app_path, database.url)
+        procrastinate_app = common.load_app(app_path, database.url)
         settings = common.state(ctx).settings()
         asyncio.run(
             run_worker(

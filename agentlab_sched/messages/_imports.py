@@ -68,4 +68,42 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "pg_cron 仍在执行这些任务。可用 agentlab-sched import pg-cron --enable --unschedule "
         "一步启用定时任务并删除这些任务(或在 pg_cron 所在数据库执行:SELECT {calls};)",
     ),
+    # Procrastinate's periodic tasks
+    "import.note_l_prefix": (
+        "croniter's {old} (the last such weekday of the month) written {new}",
+        "croniter 的 {old}(当月最后一个该星期几)改写为 {new}",
+    ),
+    "import.note_w_prefix": (
+        "croniter's {old} (the weekday nearest that day) written {new}",
+        "croniter 的 {old}(离该日最近的工作日)改写为 {new}",
+    ),
+    "import.note_wrap": (
+        "the wrap-around range {old} written {new}",
+        "跨越边界的范围 {old} 改写为 {new}",
+    ),
+    "import.note_day_or": (
+        "{old}: croniter combines the two day fields with OR here; written {new} to keep that",
+        "{old}:croniter 在这里以「或」组合两个日期字段;改写为 {new} 以保持原意",
+    ),
+    "import.croniter_and": (
+        "croniter combines day-of-month {dom} and day-of-week {dow} with AND (around a W, # or L form), while "
+        "this language combines two restricted day fields with OR: write the days in one of them",
+        "croniter 以「且」组合日 {dom} 与周 {dow}(含 W、# 或 L 写法时),而本系统对两个都受限的日期字段取「或」:"
+        "请只在其中一个字段写出日期",
+    ),
+    "import.paused_periodic": (
+        "imported from the periodic task {task}; resume it (or import again with --enable) once its "
+        "@app.periodic decorator is removed",
+        "从周期任务 {task} 导入;移除其 @app.periodic 装饰器后恢复它(或加 --enable 重新导入)",
+    ),
+    "cli.import_periodic.header": ("periodic tasks of {app}:", "{app} 的周期任务:"),
+    "cli.import_periodic.none": ("no periodic tasks", "没有周期任务"),
+    "cli.import_periodic.refused": (
+        "periodic task {task} ({cron}) not imported: {reason}",
+        "周期任务 {task}({cron})未导入:{reason}",
+    ),
+    "cli.import_periodic.remove": (
+        "remove @app.periodic(...) from {where}: while it is there Procrastinate defers the task too",
+        "请从 {where} 移除 @app.periodic(...):它还在时 Procrastinate 也会触发该任务",
+    ),
 }

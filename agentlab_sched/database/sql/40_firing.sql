@@ -100,6 +100,7 @@ AS $$
         'schedule.month_start', to_char(date_trunc('month', l)::date, 'YYYY-MM-DD'),
         'schedule.last_month_start', to_char((date_trunc('month', l) - interval '1 month')::date, 'YYYY-MM-DD'),
         'schedule.year', to_char(l, 'YYYY'),
+        'schedule.timestamp', extract(epoch FROM fire_at)::bigint::text,
         'schedule.name', name,
         'schedule.timezone', tz,
         'schedule.kind', kind)
@@ -129,6 +130,15 @@ BEGIN
     IF position('{{' IN body) = 0 THEN
         rendered := template;  -- the common case: nothing to render, no work
         RETURN;
+    END IF;
+    -- A string that is just {{ schedule.timestamp }} becomes the number (Procrastinate's periodic tasks
+    -- take `timestamp: int`); the value is digits, so nothing in it is read as a placeholder again.
+    IF vals ? 'schedule.timestamp' THEN
+        body := regexp_replace(body, '"\{\{\s*schedule\.timestamp\s*\}\}"', vals ->> 'schedule.timestamp', 'g');
+        IF position('{{' IN body) = 0 THEN
+            rendered := body::jsonb;
+            RETURN;
+        END IF;
     END IF;
     pieces := regexp_split_to_array(body, '\{\{\s*[^}]*\}\}');
     result := pieces[1];
