@@ -9,6 +9,10 @@ What a host app and its tasks use, importable from here::
     raise agentlab_sched.AwaitApproval("Publish?", state={...})
     raise agentlab_sched.LaunchRefused("no published version")   # in a resolver
 
+    @agentlab_sched.schedule("0 9 * * 1", timezone="Asia/Shanghai")   # a schedule defined in code
+    @app.task(name="reports.weekly")
+    def weekly(): ...
+
 The package, by what it holds (``docs/python.md`` is the user's guide, ``CONTRIBUTING.md`` the map):
 
 - ``schedules``: the cron language, the pure planner, the admin API;
@@ -31,6 +35,7 @@ from agentlab_sched.firing.hooks import LaunchRefused, LaunchRequest, resolver
 from agentlab_sched.runs.approvals import AwaitApproval
 from agentlab_sched.runs.context import current_run
 from agentlab_sched.runs.middleware import install
+from agentlab_sched.schedules.code import schedule
 
 _compat.install()
 # `agentlab_sched.blueprint` is a Blueprint (a new one at every read, see __getattr__); the old module
@@ -51,6 +56,7 @@ __all__ = [
     # Including the scheduler in a Procrastinate app
     "blueprint",  # the tick and housekeeping tasks: app.add_tasks_from(blueprint, namespace="agentlab_sched")
     "install",  # the run middleware for the app's workers
+    "schedule",  # a schedule defined in code, on a task: synced by the app's workers when they start
     # Inside a task
     "AwaitApproval",  # pause the run for a person
     "current_run",  # what the task knows about its run

@@ -136,6 +136,7 @@ REGISTRY: dict[str, ErrorCode] = {
             "trigger.paused",
             "request.duplicate",
             "request.error",
+            "schedule.defined_in_code",
         ),
     ]
 }

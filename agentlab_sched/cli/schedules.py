@@ -127,6 +127,9 @@ def show_cmd(ctx: typer.Context, name: Name, as_json: JsonOption = False) -> Non
         ("pause_after_failures", s.pause_after_failures),
         ("consecutive_failures", s.consecutive_failures),
         ("context", s.context),
+        ("dst", f"dst_gap {s.dst_gap}, dst_repeat {s.dst_repeat}"),
+        ("defined in code", s.defined_in),
+        ("imported from", s.imported_from),
         ("webhook", _webhook_text(s)),
         ("last fire", _last_fire_text(st)),
         ("last run", f"{st.last_run_status} (#{str(st.last_run_id)[:6]})" if st.last_run_id else ""),
@@ -308,6 +311,38 @@ def add_sql_cmd(
         common.say(ctx, "cli.updated", name=s.name, version=s.version, next=_next_text(s, locale))
     else:
         common.say(ctx, "cli.added", name=s.name, id=s.id, next=_next_text(s, locale))
+
+
+@schedules_app.command("sync")
+def sync_cmd(
+    ctx: typer.Context,
+    app_path: Annotated[str, typer.Option("--app", help="Dotted path of the Procrastinate app, e.g. host.app.")],
+    adopt: Annotated[
+        bool, typer.Option("--adopt", help="Make this code the newest deployment (to go back to older code).")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Sync the schedules the app's code declares (@agentlab_sched.schedule), as its workers do at start."""
+    from agentlab_sched.schedules import code
+
+    locale = common.state(ctx).locale
+    procrastinate_app = common.load_app(app_path, common.state(ctx).database().url)
+
+    async def run(conn: psycopg.AsyncConnection[Any]) -> code.SyncReport:
+        return await code.sync(conn, procrastinate_app, adopt=adopt, locale=locale)
+
+    report = common.run(ctx, run)
+    if as_json:
+        common.print_json(report.as_dict())
+        return
+    common.say(
+        ctx, "cli.sync.result", fingerprint=report.fingerprint, created=len(report.created),
+        updated=len(report.updated), unchanged=len(report.unchanged), gone=len(report.paused_gone),
+    )  # fmt: skip
+    if report.newer_elsewhere:
+        common.err().print(Text(common.text("cli.sync.newer", locale, names=", ".join(report.newer_elsewhere))))
+    for name, reason in report.refused.items():
+        common.err().print(Text(common.text("cli.sync.refused", locale, name=name, reason=reason)))
 
 
 @schedules_app.command("edit")

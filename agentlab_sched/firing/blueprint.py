@@ -25,6 +25,7 @@ import psycopg
 from agentlab_sched.database.connections import scheduler_connection
 from agentlab_sched.firing import tick as tick_module
 from agentlab_sched.runs import housekeeping
+from agentlab_sched.schedules import code
 from agentlab_sched.settings import Settings
 from agentlab_sched.tasks import sql as sql_task
 
@@ -39,12 +40,14 @@ _registered_at: dict[int, float] = {}
 async def register_app_tasks(
     app: procrastinate.App, conn: psycopg.AsyncConnection[Any], *, force: bool = False
 ) -> None:
-    """Record the app's task names as runnable by a live worker (throttled to once a minute)."""
+    """Record the app's task names as runnable by a live worker (throttled to once a minute); the first
+    time in this process, sync the schedules its code declares (``agentlab_sched.schedule``)."""
     now = time.monotonic()
     if not force and now - _registered_at.get(id(app), -REGISTER_EVERY) < REGISTER_EVERY:
         return
     await tick_module.register_tasks(conn, list(app.tasks))
     _registered_at[id(app)] = now
+    await code.sync_once(conn, app)
 
 
 async def run_tick(app: procrastinate.App, settings: Settings | None = None) -> tick_module.TickReport | None:

@@ -106,4 +106,35 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "remove @app.periodic(...) from {where}: while it is there Procrastinate defers the task too",
         "请从 {where} 移除 @app.periodic(...):它还在时 Procrastinate 也会触发该任务",
     ),
+    # schedules defined in code
+    "schedule.defined_in_code": (
+        'name: schedule "{name}" is defined in code ({where}): change it there and deploy (here it can be '
+        "paused, resumed, triggered and backfilled)",
+        "名称:定时任务「{name}」定义在代码中({where}):请在代码中修改并部署(这里只能暂停、恢复、立即触发和补跑)",
+    ),
+    "code.gone": (
+        "no longer defined in code (it was defined in {where}): paused instead of deleted; delete it, or "
+        "declare it again",
+        "代码中已不再定义(原定义于 {where}):已暂停而非删除;可删除它,或在代码中重新声明",
+    ),
+    "code.name_taken": (
+        "a schedule named {name} exists and is not defined in code: not overwritten (unschedule it, or give "
+        "the declaration another name=)",
+        "已有名为 {name} 的定时任务且并非定义在代码中:未覆盖(请删除它,或为声明另起 name=)",
+    ),
+    "code.duplicate_name": (
+        "name: {name} is declared more than once in code (give each schedule of a task its own name=)",
+        "名称:{name} 在代码中声明了多次(同一任务的每个定时任务请各用一个 name=)",
+    ),
+    "cli.sync.result": (
+        "schedules defined in code (deployment {fingerprint}): {created} created, {updated} updated, "
+        "{unchanged} unchanged, {gone} paused as no longer declared",
+        "代码中定义的定时任务(部署 {fingerprint}):新建 {created},更新 {updated},未变 {unchanged},"
+        "因不再声明而暂停 {gone}",
+    ),
+    "cli.sync.newer": (
+        "not applied, a newer deployment defines them: {names} (run with --adopt to make this code the newest)",
+        "未应用,已有更新的部署定义了它们:{names}(加 --adopt 可让这份代码成为最新部署)",
+    ),
+    "cli.sync.refused": ("{name} not applied: {reason}", "{name} 未应用:{reason}"),
 }

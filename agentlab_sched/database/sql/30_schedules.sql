@@ -274,6 +274,18 @@ BEGIN
             END IF;
             RETURN NEW;
         END IF;
+        -- Defined in code: its definition is the code's, changed by a worker syncing it (schedules/code.py);
+        -- pausing and resuming stay open. (A guard against drift, not a privilege: the sync's session says
+        -- so with a setting.)
+        IF OLD.defined_in IS NOT NULL AND current_setting('agentlab_sched.code_sync', true) IS DISTINCT FROM 'on' THEN
+            same.enabled := OLD.enabled;
+            same.paused_reason := OLD.paused_reason;
+            same.paused_at := OLD.paused_at;
+            IF same IS DISTINCT FROM OLD THEN
+                PERFORM agentlab_sched.fail('schedule.defined_in_code', 'name', jsonb_build_object(
+                    'name', OLD.name, 'where', OLD.defined_in));
+            END IF;
+        END IF;
     END IF;
 
     IF ins OR NEW.name IS DISTINCT FROM OLD.name THEN
@@ -417,6 +429,24 @@ $$;
 CREATE OR REPLACE TRIGGER schedules_before_write
     BEFORE INSERT OR UPDATE ON agentlab_sched.schedules
     FOR EACH ROW EXECUTE FUNCTION agentlab_sched.schedules_before_write();
+
+-- BEFORE DELETE: a schedule defined in code is deleted only once the code no longer declares it (it is
+-- then paused), or by a sync.
+CREATE OR REPLACE FUNCTION agentlab_sched.schedules_before_delete() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.defined_in IS NOT NULL AND OLD.code_removed_at IS NULL
+       AND current_setting('agentlab_sched.code_sync', true) IS DISTINCT FROM 'on' THEN
+        PERFORM agentlab_sched.fail('schedule.defined_in_code', 'name', jsonb_build_object(
+            'name', OLD.name, 'where', OLD.defined_in));
+    END IF;
+    RETURN OLD;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER schedules_before_delete
+    BEFORE DELETE ON agentlab_sched.schedules
+    FOR EACH ROW EXECUTE FUNCTION agentlab_sched.schedules_before_delete();
 
 -- A schedule row as audit data: webhook ciphertext masked.
 CREATE OR REPLACE FUNCTION agentlab_sched.schedule_audit_values(s agentlab_sched.schedules) RETURNS jsonb
