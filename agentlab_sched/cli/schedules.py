@@ -16,7 +16,7 @@ from rich.text import Text
 from agentlab_sched import messages, notify
 from agentlab_sched.cli import common
 from agentlab_sched.errors import Conflict, SchedError
-from agentlab_sched.schedules import admin, planner
+from agentlab_sched.schedules import admin, code, planner
 from agentlab_sched.schedules import cron as cronlib
 from agentlab_sched.schedules import options as option_table
 
@@ -323,8 +323,6 @@ def sync_cmd(
     as_json: JsonOption = False,
 ) -> None:
     """Sync the schedules the app's code declares (@agentlab_sched.schedule), as its workers do at start."""
-    from agentlab_sched.schedules import code
-
     locale = common.state(ctx).locale
     procrastinate_app = common.load_app(app_path, common.state(ctx).database().url)
 
