@@ -5,6 +5,7 @@ deployment wins (docs/coming-from.md, "Schedules as code")."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,10 +15,12 @@ import pytest
 from procrastinate.testing import InMemoryConnector
 
 import agentlab_sched
+from agentlab_sched import database as db
 from agentlab_sched.errors import Conflict, ValidationError
 from agentlab_sched.firing.blueprint import register_app_tasks
 from agentlab_sched.schedules import admin, code
 
+from .security_helpers import Roles
 from .test_cli_schedules import ok, refused
 
 Conn = psycopg.AsyncConnection[Any]
@@ -137,6 +140,12 @@ async def test_edits_from_sql_and_python_are_refused_saying_where(conn: Conn) ->
         await conn.execute("UPDATE agentlab_sched.schedules SET inputs = '{}' WHERE name = 'reports.weekly'")
     with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState):
         await conn.execute("SELECT agentlab_sched.unschedule('reports.weekly')")
+    with pytest.raises(psycopg.errors.InvalidParameterValue):  # marking is a sync's alone
+        await conn.execute("SELECT agentlab_sched.code_schedule_mark('reports.weekly', 'elsewhere', 'x')")
+    # a session setting is no way round it
+    await conn.execute("SELECT set_config('agentlab_sched.code_sync', 'on', false)")
+    with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState):
+        await conn.execute("SELECT agentlab_sched.alter_schedule('reports.weekly', cron => '0 8 * * 1')")
     # what stays open: pause, resume, trigger
     paused = await admin.pause(conn, "reports.weekly", "holiday week")
     assert (paused.enabled, paused.paused_reason) == (False, "holiday week")
@@ -231,9 +240,9 @@ async def test_a_worker_syncs_when_it_starts(conn: Conn) -> None:
     await register_app_tasks(app, conn, force=True)  # what a worker does when it starts (and its tick)
     assert (await admin.get(conn, "reports.weekly")).defined_in is not None
     # the first time only, in a process
-    await conn.execute("SELECT set_config('agentlab_sched.code_sync', 'on', false)")
-    await conn.execute("DELETE FROM agentlab_sched.schedules")
-    await conn.execute("SELECT set_config('agentlab_sched.code_sync', '', false)")
+    async with conn.transaction():  # as a sync may: delete what the code defines
+        await conn.execute("SELECT agentlab_sched.begin_code_sync('test', '{}', '{}')")
+        await conn.execute("DELETE FROM agentlab_sched.schedules")
     await register_app_tasks(app, conn, force=True)
     assert await (await conn.execute("SELECT count(*) AS n FROM agentlab_sched.schedules")).fetchone() == {"n": 0}
 
@@ -243,3 +252,33 @@ def test_cli_sync(db_url: str) -> None:
     assert result["created"] == ["nightly"]
     words = ok(db_url, "schedules", "sync", "--app", "tests.code_app.app").stdout
     assert words.startswith("schedules defined in code (deployment ") and "0 created, 0 updated, 1 unchanged" in words
+
+
+@pytest.fixture
+def roles(db_url: str) -> Iterator[Roles]:
+    made = Roles(db_url)
+    try:
+        yield made
+    finally:
+        made.drop_all()
+
+
+async def test_the_sync_is_an_admins_a_worker_role_alone_leaves_the_schedules_alone(
+    db_url: str, roles: Roles, caplog: pytest.LogCaptureFixture
+) -> None:
+    groups = roles.groups()
+    worker_login, admin_login = roles.login("host", groups.worker), roles.login("deployer", groups.admin)
+    as_worker = await db.connect(roles.url(worker_login), locale="en")
+    try:
+        app = app_v1()
+        await register_app_tasks(app, as_worker, force=True)  # a worker's start: logged, not raised
+        assert "could not sync the schedules defined in code" in caplog.text
+    finally:
+        await as_worker.close()
+    as_admin = await db.connect(roles.url(admin_login), locale="en")
+    try:
+        report = await code.sync(as_admin, app_v1(), now=NOW)
+        assert sorted(report.created) == ["cleanup-day", "cleanup-night", "reports.weekly", "sync.hourly"]
+        assert (await admin.get(as_admin, "reports.weekly")).defined_in is not None
+    finally:
+        await as_admin.close()

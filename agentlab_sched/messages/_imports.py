@@ -137,4 +137,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "未应用,已有更新的部署定义了它们:{names}(加 --adopt 可让这份代码成为最新部署)",
     ),
     "cli.sync.refused": ("{name} not applied: {reason}", "{name} 未应用:{reason}"),
+    "code.not_syncing": (
+        "name: {name}: only a sync of the code that defines schedules may mark them (agentlab-sched schedules sync)",
+        "名称:{name}:只有同步代码中定义的定时任务时才能做此标记(agentlab-sched schedules sync)",
+    ),
 }

@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 import procrastinate
 import psycopg
 
-from agentlab_sched import messages
+from agentlab_sched import errors, messages
 from agentlab_sched.database import queries
 from agentlab_sched.errors import SchedError
 from agentlab_sched.schedules import admin
@@ -170,13 +170,10 @@ async def sync(
     if duplicates:
         raise SchedError("code.duplicate_name", "name", name=", ".join(duplicates))
     tasks = sorted(t for t, task in app.tasks.items() if t == task.name)
-    async with conn.transaction():
-        await queries.execute(conn, "code_sync_begin")
-        mine = await queries.one(
-            conn, "code_deployment_seen", {"fingerprint": print_, "tasks": tasks, "schedules": names, "adopt": adopt}
+    async with conn.transaction(), errors.translated():
+        report.first_seen_at = await queries.value(
+            conn, "code_sync_begin", {"fingerprint": print_, "tasks": tasks, "schedules": names, "adopt": adopt}
         )
-        assert mine is not None
-        report.first_seen_at = mine["first_seen_at"]
         rows = {r["name"]: r for r in await queries.rows(conn, "code_schedules")}
         newer = await queries.rows(conn, "code_newer_deployments", {"fingerprint": print_})
 
@@ -200,6 +197,7 @@ async def sync(
             reason = messages.render("code.gone", locale, where=row["defined_in"])
             await queries.execute(conn, "code_schedule_gone", {"name": row["name"], "reason": reason})
             report.paused_gone.append(row["name"])
+        await queries.execute(conn, "code_sync_end")
     return report
 
 

@@ -274,10 +274,9 @@ BEGIN
             END IF;
             RETURN NEW;
         END IF;
-        -- Defined in code: its definition is the code's, changed by a worker syncing it (schedules/code.py);
-        -- pausing and resuming stay open. (A guard against drift, not a privilege: the sync's session says
-        -- so with a setting.)
-        IF OLD.defined_in IS NOT NULL AND current_setting('agentlab_sched.code_sync', true) IS DISTINCT FROM 'on' THEN
+        -- Defined in code: its definition is the code's, changed only by a sync of that code (its
+        -- transaction's mark, 34_code.sql); pausing and resuming stay open.
+        IF OLD.defined_in IS NOT NULL AND NOT agentlab_sched.in_code_sync() THEN
             same.enabled := OLD.enabled;
             same.paused_reason := OLD.paused_reason;
             same.paused_at := OLD.paused_at;
@@ -433,10 +432,11 @@ CREATE OR REPLACE TRIGGER schedules_before_write
 -- BEFORE DELETE: a schedule defined in code is deleted only once the code no longer declares it (it is
 -- then paused), or by a sync.
 CREATE OR REPLACE FUNCTION agentlab_sched.schedules_before_delete() RETURNS trigger
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
 BEGIN
-    IF OLD.defined_in IS NOT NULL AND OLD.code_removed_at IS NULL
-       AND current_setting('agentlab_sched.code_sync', true) IS DISTINCT FROM 'on' THEN
+    IF OLD.defined_in IS NOT NULL AND OLD.code_removed_at IS NULL AND NOT agentlab_sched.in_code_sync() THEN
         PERFORM agentlab_sched.fail('schedule.defined_in_code', 'name', jsonb_build_object(
             'name', OLD.name, 'where', OLD.defined_in));
     END IF;

@@ -43,6 +43,8 @@ AS $$
             'schedule', 'alter_schedule', 'unschedule', 'pause', 'resume', 'trigger', 'trigger_now', 'backfill',
             'approve', 'reject', 'resume_run', 'abandon', 'cancel_run', 'reset_session', 'prune',
             'set_webhook', 'rotate_webhook', 'mark_imported',
+            -- schedules defined in code: a deploy's sync (schedules/code.py)
+            'begin_code_sync', 'end_code_sync', 'code_schedule_mark', 'code_schedule_gone',
             -- what the Python API and the CLI do around it: plan a changed schedule, fire a request at once
             'claim_replans', 'set_next_runs', 'label_request', 'next_request', 'carry_out_request', 'fail_request']
         WHEN 'worker' THEN ARRAY[

@@ -1,0 +1,84 @@
+-- Schedules defined in code (schedules/code.py, docs/coming-from.md "Schedules as code"): the functions a
+-- sync calls, in one transaction. begin_code_sync() serialises syncs, records the deployment and leaves
+-- the transaction's mark that lets the validation trigger accept changes of what the code defines;
+-- end_code_sync() takes the mark away again.
+
+-- Whether this transaction is a code sync (its mark is there).
+CREATE OR REPLACE FUNCTION agentlab_sched.in_code_sync() RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (SELECT 1 FROM agentlab_sched.bookkeeping_marks m
+                   WHERE m.xact = pg_catalog.pg_current_xact_id() AND m.schedule_id = 0 AND m.kind = 'code_sync')
+$$;
+
+-- Start a sync by deployment `fingerprint` (declaring `schedules` for `tasks`): first seen now unless seen
+-- before (now again with `adopt`). When it was first seen.
+CREATE OR REPLACE FUNCTION agentlab_sched.begin_code_sync(fingerprint text, tasks text[], schedules text[],
+                                                         adopt boolean DEFAULT false)
+RETURNS timestamptz
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    first timestamptz;
+BEGIN
+    PERFORM pg_catalog.pg_advisory_xact_lock(7161746375646531);  -- one sync at a time
+    INSERT INTO agentlab_sched.code_deployments AS d (fingerprint, tasks, schedules)
+    VALUES (fingerprint, coalesce(tasks, '{}'), coalesce(schedules, '{}'))
+    ON CONFLICT ON CONSTRAINT code_deployments_pkey DO UPDATE
+    SET last_seen_at = pg_catalog.clock_timestamp(), tasks = excluded.tasks, schedules = excluded.schedules,
+        first_seen_at = CASE WHEN adopt THEN pg_catalog.clock_timestamp() ELSE d.first_seen_at END
+    RETURNING d.first_seen_at INTO first;
+    INSERT INTO agentlab_sched.bookkeeping_marks (schedule_id, kind) VALUES (0, 'code_sync')
+    ON CONFLICT DO NOTHING;
+    RETURN first;
+END
+$$;
+
+-- End the sync: no further change in this transaction counts as the code's.
+CREATE OR REPLACE FUNCTION agentlab_sched.end_code_sync() RETURNS void
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    DELETE FROM agentlab_sched.bookkeeping_marks m
+    WHERE m.xact = pg_catalog.pg_current_xact_id() AND m.schedule_id = 0 AND m.kind = 'code_sync'
+$$;
+
+-- Schedule `name` is defined in code at `defined_in`, last written by deployment `fingerprint` (a sync only).
+CREATE OR REPLACE FUNCTION agentlab_sched.code_schedule_mark(name text, defined_in text, fingerprint text)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    IF NOT agentlab_sched.in_code_sync() THEN
+        PERFORM agentlab_sched.fail('code.not_syncing', 'name', jsonb_build_object('name', name));
+    END IF;
+    UPDATE agentlab_sched.schedules s
+    SET defined_in = code_schedule_mark.defined_in, code_version = fingerprint, code_removed_at = NULL
+    WHERE s.name = code_schedule_mark.name;
+END
+$$;
+
+-- Schedule `name` is no longer declared in code: paused with `reason`, not deleted (a sync only).
+CREATE OR REPLACE FUNCTION agentlab_sched.code_schedule_gone(name text, reason text) RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    IF NOT agentlab_sched.in_code_sync() THEN
+        PERFORM agentlab_sched.fail('code.not_syncing', 'name', jsonb_build_object('name', name));
+    END IF;
+    UPDATE agentlab_sched.schedules s
+    SET enabled = false, paused_reason = reason, code_removed_at = pg_catalog.clock_timestamp()
+    WHERE s.name = code_schedule_gone.name;
+END
+$$;
