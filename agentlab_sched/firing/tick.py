@@ -42,6 +42,8 @@ REQUESTS_BUDGET = 2.0
 LEASE_MARGIN = 5.0
 #: Resolvers one backfill request runs at once.
 RESOLVERS_AT_ONCE = 16
+#: Tries of trigger() / backfill() from Python when they meet a transient conflict.
+DIRECT_ATTEMPTS = 4
 #: Errors that say "try again" (a serialization failure, a deadlock, a lock taken with NOWAIT): retried,
 #: never recorded as a failed fire.
 TRANSIENT = (
@@ -144,8 +146,13 @@ async def fire_due(
     while True:
         try:
             claimed = await _one_batch(conn, now, window, settings, report, seen, isolate=isolate)
-        except psycopg.Error:
+        except psycopg.Error as exc:
             if isolate:
+                if isinstance(exc, TRANSIENT):
+                    # Even the claim met a conflict: leave the rest for the next tick, record nothing.
+                    logger.info("a tick batch met a transient conflict (%s); the next tick goes on", exc.sqlstate)
+                    report.retries += 1
+                    break
                 raise
             logger.warning("applying a tick batch failed; retrying it with each schedule isolated", exc_info=True)
             isolate = True
@@ -553,20 +560,36 @@ async def _request(conn: psycopg.AsyncConnection[Any], name: str, params: dict[s
 
 
 async def _direct(
-    conn: psycopg.AsyncConnection[Any], rid: int, requested_by: str | None, settings: Settings
-) -> dict[str, Any] | None:
-    """Carry out request ``rid``, just made in the caller's transaction, at once (waiting for its schedule).
+    conn: psycopg.AsyncConnection[Any],
+    statement: str,
+    params: dict[str, Any],
+    requested_by: str | None,
+    settings: Settings,
+) -> tuple[int, dict[str, Any] | None]:
+    """Make a request (statement ``statement``) and carry it out at once, in one transaction (waiting for
+    its schedule); a transient conflict (a deadlock, a serialization failure, a job being finished right
+    now under cancel_other) rolls it back and tries again, a few times.
 
-    None when this session may not carry requests out (a role granted only ``trigger_now``): a worker
-    does, within a tick (`_wait_for_worker`).
+    The outcome is None when this session may not carry requests out (a role granted only
+    ``trigger_now``): a worker does, within a tick (`_wait_for_worker`).
     """
-    if requested_by:
-        await queries.execute(conn, "set_requested_by", {"requested_by": requested_by, "id": rid})
-    if not await queries.value(conn, "may_carry_out"):
-        return None
-    req = await _next_request(conn, only=rid)
-    assert req is not None  # made in this transaction: nobody else can see it yet
-    return await _carry_out(conn, req, settings, wait=True)
+    for attempt in range(DIRECT_ATTEMPTS):
+        try:
+            async with conn.transaction():
+                rid = await _request(conn, statement, params)
+                if requested_by:
+                    await queries.execute(conn, "set_requested_by", {"requested_by": requested_by, "id": rid})
+                if not await queries.value(conn, "may_carry_out"):
+                    return rid, None
+                req = await _next_request(conn, only=rid)
+                assert req is not None  # made in this transaction: nobody else can see it yet
+                return rid, await _carry_out(conn, req, settings, wait=True)
+        except TRANSIENT:
+            if attempt == DIRECT_ATTEMPTS - 1:
+                raise
+            logger.info("a fire request met a transient conflict; trying again")
+            await asyncio.sleep(0.05 * 2**attempt)
+    raise AssertionError("unreachable")
 
 
 async def _wait_for_worker(conn: psycopg.AsyncConnection[Any], rid: int, seconds: float) -> dict[str, Any]:
@@ -604,16 +627,12 @@ async def trigger(
     settings = settings or Settings.from_env()
     if inputs is not None:
         limits.check_inputs(inputs, limit="trigger_inputs_bytes")  # before sending it
-    async with conn.transaction():
-        if inputs is None:  # a privilege of its own: fire as defined
-            rid = await _request(conn, "request_trigger_now", {"name": name, "even_if_paused": even_if_paused})
-        else:
-            rid = await _request(
-                conn,
-                "request_trigger",
-                {"name": name, "inputs": json.dumps(inputs), "even_if_paused": even_if_paused},
-            )
-        result = await _direct(conn, rid, requested_by, settings)
+    if inputs is None:  # a privilege of its own: fire as defined
+        statement, params = "request_trigger_now", {"name": name, "even_if_paused": even_if_paused}
+    else:
+        statement = "request_trigger"
+        params = {"name": name, "inputs": json.dumps(inputs), "even_if_paused": even_if_paused}
+    rid, result = await _direct(conn, statement, params, requested_by, settings)
     if result is None:
         result = await _wait_for_worker(conn, rid, WAIT_FOR_WORKER)
     if result.get("error"):
@@ -642,9 +661,8 @@ async def backfill(
     ``remaining_runs``; a paused schedule can be backfilled.
     """
     settings = settings or Settings.from_env()
-    async with conn.transaction():
-        rid = await _request(conn, "request_backfill", {"name": name, "start": start, "end": end, "overlap": overlap})
-        result = await _direct(conn, rid, requested_by, settings)
+    params = {"name": name, "start": start, "end": end, "overlap": overlap}
+    rid, result = await _direct(conn, "request_backfill", params, requested_by, settings)
     if result is None:
         result = await _wait_for_worker(conn, rid, WAIT_FOR_WORKER)
     if result.get("error"):

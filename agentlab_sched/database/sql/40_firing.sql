@@ -380,8 +380,14 @@ $$;
 -- Cancel the open runs of a schedule (overlap cancel_other): a waiting job is cancelled, a running one
 -- is asked to abort (Procrastinate delivers it); runs with no job running end at once, and the job of a
 -- suspended run (doing on a worker that is gone, holding the schedule's lock) is ended as `runs cancel`
--- ends it, so the new run is not held up. Jobs are locked before runs, the order a worker finishing a
--- job takes (job row, then the run via follow_job).
+-- ends it, so the new run is not held up.
+--
+-- The lock order. A worker finishing a job locks the job row, then its run (follow_job), then the
+-- schedule (counting a failure): job, run, schedule. The tick comes here already holding the schedule
+-- (its claim), so it must never wait for a job or a run: it takes them with NOWAIT, jobs before runs, and
+-- if one is held (a job being finished right now) lock_not_available aborts this fire, which the tick
+-- treats as transient: the schedule stays due and the next tick fires it, once the job has finished. So
+-- nobody ever waits against that order, and no deadlock can form.
 CREATE OR REPLACE FUNCTION agentlab_sched.cancel_open_runs(sid bigint, code text) RETURNS integer
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -394,11 +400,11 @@ BEGIN
     WHERE j.id IN (SELECT job_id FROM agentlab_sched.runs
                    WHERE schedule_id = sid AND job_id IS NOT NULL
                      AND status IN ('queued', 'running', 'awaiting_approval', 'suspended'))
-    ORDER BY j.id FOR UPDATE;
+    ORDER BY j.id FOR UPDATE NOWAIT;
     FOR r IN SELECT x.id, x.job_id, x.status, j.status::text AS job_status FROM agentlab_sched.runs x
              LEFT JOIN public.procrastinate_jobs j ON j.id = x.job_id
              WHERE x.schedule_id = sid AND x.status IN ('queued', 'running', 'awaiting_approval', 'suspended')
-             ORDER BY x.id FOR UPDATE OF x LOOP
+             ORDER BY x.id FOR UPDATE OF x NOWAIT LOOP
         UPDATE agentlab_sched.runs SET abort_reason = code, error = agentlab_sched.msg(code), error_code = code
         WHERE id = r.id;
         IF r.status IN ('awaiting_approval', 'suspended') THEN
