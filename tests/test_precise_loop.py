@@ -56,9 +56,10 @@ async def test_the_loop_does_not_spin_while_a_due_schedule_is_locked_elsewhere(
            VALUES ('held', '* * * * *', 'demo.echo', 'UTC', now() - interval '1 second', NULL)"""
     )
     await conn.execute("SELECT agentlab_sched.trigger('held')")  # a request for it waits too
+    await conn.execute("SELECT agentlab_sched.schedule('replan-held', '0 9 * * *', 'demo.echo')")  # a re-plan too
     holder = await db.connect(db_url, locale="en", autocommit=False)
     try:
-        await holder.execute("SELECT 1 FROM agentlab_sched.schedules WHERE name = 'held' FOR UPDATE")
+        await holder.execute("SELECT 1 FROM agentlab_sched.schedules WHERE name IN ('held', 'replan-held') FOR UPDATE")
         await _run_loop_for(db_url, 2.0)
     finally:
         await holder.rollback()

@@ -717,7 +717,9 @@ END
 $$;
 
 -- pause(): stop firing (enabled = false) and say why. True when this call paused it, false when it
--- was paused already (a reason given then replaces the old one).
+-- was paused already (a reason given then replaces the old one). The row lock here and in resume() is
+-- NO KEY UPDATE, the lock the UPDATE takes anyway: it does not wait for transactions that only insert
+-- fires, runs or requests of the schedule, such as a trigger() whose resolver is still answering.
 CREATE OR REPLACE FUNCTION agentlab_sched.pause(name text, reason text DEFAULT NULL) RETURNS boolean
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -728,7 +730,7 @@ DECLARE
     was_enabled boolean;
 BEGIN
     PERFORM agentlab_sched.validate_text('name', name, 200);
-    SELECT s.enabled INTO was_enabled FROM agentlab_sched.schedules s WHERE s.name = name FOR UPDATE;
+    SELECT s.enabled INTO was_enabled FROM agentlab_sched.schedules s WHERE s.name = name FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', name));
     END IF;
@@ -752,7 +754,7 @@ DECLARE
     was_enabled boolean;
 BEGIN
     PERFORM agentlab_sched.validate_text('name', name, 200);
-    SELECT s.enabled INTO was_enabled FROM agentlab_sched.schedules s WHERE s.name = name FOR UPDATE;
+    SELECT s.enabled INTO was_enabled FROM agentlab_sched.schedules s WHERE s.name = name FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', name));
     END IF;
