@@ -122,6 +122,13 @@ def test_import_pg_cron_paused_then_enabled_and_unscheduled_at_once(pg_cron_serv
     # a dry run writes nothing
     dry = ok(url, "import", "pg-cron", "--dry-run").stdout
     assert "dry run: nothing was written" in dry and schedules(url) == {}
+    zoned = json.loads(ok(url, "import", "pg-cron", "--dry-run", "--timezone", "Asia/Shanghai", "--json").stdout)
+    assert (zoned["timezone"], zoned["dry_run"], schedules(url)) == ("Asia/Shanghai", True, {})
+    bad_zone = cli(url, "import", "pg-cron", "--timezone", "PST")
+    assert (
+        bad_zone.exit_code == 2
+        and "timezone: PST (from --timezone, or pg_cron's cron.timezone) is not a time zone" in bad_zone.stderr
+    )
 
     result = ok(url, "import", "pg-cron").stdout
     made = schedules(url)

@@ -106,36 +106,38 @@ async def test_schedule_sql_makes_a_schedule_of_the_sql_task(conn: Conn, other_d
     )
 
 
-@pytest.mark.parametrize(
-    ("inputs", "code", "field"),
-    [
-        ({"database": "x", "username": "y"}, "schedule.required", "command"),
-        ({"command": "  ", "database": "x", "username": "y"}, "schedule.empty", "command"),
-        ({"command": 1, "database": "x", "username": "y"}, "sql.not_text", "command"),
-        ({"command": "SELECT 1", "username": "y"}, "schedule.required", "database"),
-        ({"command": "SELECT 1", "database": "x", "username": "y", "extra": 1}, "sql.unknown_input", "inputs"),
-        ({"command": "SELECT 1", "database": "nope_db", "username": "y"}, "sql.no_database", "database"),
-        ({"command": "SELECT 1", "database": "{db}", "username": "no_such_role"}, "sql.no_role", "username"),
-        (
-            {"command": "SELECT 1", "database": "{db}", "username": "{role}", "statement_timeout": "0"},
-            "sql.bad_timeout",
-            "statement_timeout",
-        ),
-        (
-            {"command": "SELECT 1", "database": "{db}", "username": "{role}", "statement_timeout": "soon"},
-            "sql.bad_timeout",
-            "statement_timeout",
-        ),
-    ],
-)
+#: (inputs, the code and field of the refusal); {db} and {role} are the other database and its role.
+BAD_INPUTS: list[tuple[dict[str, Any], str, str]] = [
+    ({"database": "x", "username": "y"}, "schedule.required", "command"),
+    ({"command": "  ", "database": "x", "username": "y"}, "schedule.empty", "command"),
+    ({"command": 1, "database": "x", "username": "y"}, "sql.not_text", "command"),
+    ({"command": "SELECT 1", "username": "y"}, "schedule.required", "database"),
+    ({"command": "SELECT 1", "database": "x", "username": "y", "extra": 1}, "sql.unknown_input", "inputs"),
+    ({"command": "SELECT 1", "database": "nope_db", "username": "y"}, "sql.no_database", "database"),
+    ({"command": "SELECT 1", "database": "{db}", "username": "no_such_role"}, "sql.no_role", "username"),
+    (
+        {"command": "SELECT 1", "database": "{db}", "username": "{role}", "statement_timeout": "0"},
+        "sql.bad_timeout",
+        "statement_timeout",
+    ),
+    (
+        {"command": "SELECT 1", "database": "{db}", "username": "{role}", "statement_timeout": "soon"},
+        "sql.bad_timeout",
+        "statement_timeout",
+    ),
+]
+
+
 async def test_bad_inputs_of_a_sql_schedule_are_refused_naming_the_input(
-    conn: Conn, other_db: str, reporting: str, inputs: dict[str, Any], code: str, field: str
+    conn: Conn, other_db: str, reporting: str
 ) -> None:
-    filled = {k: v.format(db=other_db, role=reporting) if isinstance(v, str) else v for k, v in inputs.items()}
-    with pytest.raises(errors.SchedError) as caught:
-        await admin.schedule(conn, "bad", "0 3 * * *", SQL_TASK, filled, now=NOW)
-    assert (caught.value.code, caught.value.field) == (code, field)
-    assert "{" not in caught.value.message("en") and "{" not in caught.value.message("zh-CN")
+    for inputs, code, field in BAD_INPUTS:
+        filled = {k: v.format(db=other_db, role=reporting) if isinstance(v, str) else v for k, v in inputs.items()}
+        with pytest.raises(errors.SchedError) as caught:
+            await admin.schedule(conn, "bad", "0 3 * * *", SQL_TASK, filled, now=NOW)
+        assert (caught.value.code, caught.value.field) == (code, field), inputs
+        assert "{" not in caught.value.message("en") and "{" not in caught.value.message("zh-CN")
+    assert await (await conn.execute("SELECT count(*) AS n FROM agentlab_sched.schedules")).fetchone() == {"n": 0}
 
 
 async def test_running_as_a_superuser_is_refused(conn: Conn) -> None:

@@ -20,8 +20,9 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "from:此数据库没有安装 pg_cron(没有 cron.job);请用 --from URL 指定安装了它的数据库",
     ),
     "import.bad_timezone": (
-        "timezone: {value} (pg_cron's cron.timezone) is not a time zone agentlab-sched knows; give one with --timezone",
-        "timezone:{value}(pg_cron 的 cron.timezone)不是可用的时区;请用 --timezone 指定",
+        "timezone: {value} (from --timezone, or pg_cron's cron.timezone) is not a time zone agentlab-sched "
+        "knows; give an IANA name with --timezone",
+        "timezone:{value}(来自 --timezone 或 pg_cron 的 cron.timezone)不是可用的时区;请用 --timezone 指定 IANA 名称",
     ),
     # pg_cron, one job
     "import.name_taken": (
