@@ -6,6 +6,7 @@ The exception tree::
     ├── SchedError          a refused request: ``code`` (message code), ``field``, ``params``;
     │   │                   str() is the message in the deployment's locale, .message(locale) another
     │   ├── ValidationError input that can never be right as written       SQLSTATE 22023
+    │   │   └── UnknownArgument  a keyword argument a Python function does not have (also a TypeError)
     │   ├── NotFound        no schedule or run by that name or id           SQLSTATE P0002
     │   ├── Conflict        right input at the wrong moment: a stale version (40001), a name already
     │   │                   taken (23505), a run not in the state the request needs (55000)
@@ -18,8 +19,12 @@ The exception tree::
     │                       schedule (notify.secrets; internal, the callers say why in words)
     ├── GiveUp              a call retried through a database outage stopped before it succeeded (its
     │                       worker is stopping; database.reconnect; internal)
-    └── AwaitApproval       a task pauses its run until a person decides (runs.approvals; a signal,
-                            not a failure)
+    ├── AwaitApproval       a task pauses its run until a person decides (runs.approvals; a signal,
+    │                       not a failure)
+    └── Warning
+        └── UserWarning
+            └── UnknownTaskWarning  a schedule saved for a task no live worker has registered (a warning:
+                                    saved all the same; the database's RAISE WARNING, seen by Python)
 
 :data:`REGISTRY` maps each message code that is not plain bad input to its class and SQLSTATE; every
 other code the database raises is a :class:`ValidationError` with SQLSTATE 22023. ``agentlab-sched
@@ -40,9 +45,12 @@ field, params)`` (never an explicit SQLSTATE), Python with the class the registr
 from __future__ import annotations
 
 import json
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from agentlab_sched import messages
 
@@ -100,6 +108,58 @@ class Conflict(SchedError):
 
 class NotAllowed(SchedError):
     """The session lacks a privilege the request needs: running SQL as a role (SQLSTATE 42501)."""
+
+
+class UnknownArgument(ValidationError, TypeError):
+    """A keyword argument the function does not have; its message lists the ones it has (also a TypeError,
+    what Python raises for an unknown keyword)."""
+
+
+class UnknownTaskWarning(UserWarning):
+    """A schedule was saved for a task that no live worker has registered: accepted, but its fires are
+    refused until a worker that has the task runs. ``str(w)`` is the message in the deployment's locale."""
+
+    def __init__(self, task: str) -> None:
+        self.code = "schedule.task_not_registered"
+        self.task = task
+        super().__init__(self.message())
+
+    def message(self, locale: str | None = None) -> str:
+        return messages.render(self.code, locale, task=self.task)
+
+
+def warnings_from_notice(diag: object) -> UnknownTaskWarning | None:
+    """The warning a database notice stands for (``RAISE WARNING`` with our DETAIL), or None."""
+    detail = getattr(diag, "message_detail", None)
+    if not detail or not detail.startswith("{"):
+        return None
+    try:
+        data = json.loads(detail)
+    except ValueError:
+        return None
+    if isinstance(data, dict) and data.get("code") == "schedule.task_not_registered":
+        return UnknownTaskWarning(str((data.get("params") or {}).get("task", "")))
+    return None
+
+
+@contextmanager
+def database_warnings(conn: Any) -> Iterator[None]:
+    """The database's warnings on ``conn`` while the block runs (a task no live worker registered), raised as
+    Python warnings (:class:`UnknownTaskWarning`) once it succeeded."""
+    found: list[UnknownTaskWarning] = []
+
+    def notice(diag: Any) -> None:  # read at once: the notice's result is freed when this returns
+        warning = warnings_from_notice(diag)
+        if warning is not None:
+            found.append(warning)
+
+    conn.add_notice_handler(notice)
+    try:
+        yield
+    finally:
+        conn.remove_notice_handler(notice)
+    for warning in found:
+        warnings.warn(warning, stacklevel=4)
 
 
 @dataclass(frozen=True)

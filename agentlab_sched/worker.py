@@ -18,11 +18,13 @@ import procrastinate
 from procrastinate import PsycopgConnector
 
 from agentlab_sched import database as db
-from agentlab_sched.database.connections import scheduler_connection
+from agentlab_sched.database.connections import display_url, scheduler_connection
 from agentlab_sched.firing.blueprint import register_app_tasks
 from agentlab_sched.firing.blueprint import tick as blueprint_tick
 from agentlab_sched.firing.scheduler import Scheduler
 from agentlab_sched.notify.dispatcher import Dispatcher
+from agentlab_sched.observe import events, presence
+from agentlab_sched.observe.metrics import Metrics
 from agentlab_sched.runs.middleware import install, with_run_middleware
 from agentlab_sched.settings import Settings
 
@@ -50,6 +52,8 @@ async def run_worker(
     settings: Settings | None = None,
     stop: asyncio.Event | None = None,
     install_signal_handlers: bool = True,
+    metrics_port: int | None = None,
+    app_path: str | None = None,
     **worker_options: Any,
 ) -> None:
     """Run the Procrastinate worker, the precise scheduler loop and the notification dispatcher until
@@ -57,6 +61,11 @@ async def run_worker(
 
     ``worker_options`` go to Procrastinate's worker (``delete_jobs``, ``additional_context``, ...); a
     ``worker_middleware`` list given there runs inside the run middleware, which is always kept.
+
+    When everything runs it logs a ``ready`` event (database, queues, tasks, whether it fires and sends
+    notifications), then one event per fire and run change (`agentlab_sched.observe.events`); it reports
+    itself in ``agentlab_sched.workers`` for `agentlab-sched doctor`. With ``metrics_port`` it serves
+    Prometheus metrics there (0: any free port, said in the ready event).
     """
     settings = settings or Settings.from_env()
     install(app)  # the run middleware: run context, approvals, task errors, timeouts
@@ -67,6 +76,8 @@ async def run_worker(
     if install_signal_handlers:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+    metrics = Metrics(url) if metrics_port is not None else None
+    port = metrics.serve(metrics_port) if metrics is not None and metrics_port is not None else None
     try:
         async with app.open_async():
             async with scheduler_connection(app, settings) as conn:
@@ -75,7 +86,16 @@ async def run_worker(
             if scheduler.start():
                 # The precise loop fires on time: the per-second periodic tick would only add a job a second.
                 _without_periodic_tick(app)
-            dispatcher = _start_dispatcher(app, url, settings)
+            dispatcher = await _start_dispatcher(app, url, settings)
+            report = presence.Report(
+                name=presence.worker_name(), kind="agentlab-sched", app=app_path,
+                queues=tuple(queues) if queues else None, concurrency=concurrency,
+                fires=scheduler.running, notifies=dispatcher.running,
+            )  # fmt: skip
+            here = presence.Presence(app, report)
+            await here.start()
+            # Its jobs carry its name: the run middleware then leaves reporting to it.
+            context = {**(worker_options.pop("additional_context", None) or {}), presence.CONTEXT_KEY: report.name}
             worker = asyncio.create_task(
                 app.run_worker_async(
                     concurrency=concurrency,
@@ -85,15 +105,25 @@ async def run_worker(
                     # New jobs and abort requests arrive by NOTIFY; polling is only the fallback.
                     fetch_job_polling_interval=POLL_FALLBACK,
                     abort_job_polling_interval=POLL_FALLBACK,
+                    additional_context=context,
                     **worker_options,
                 ),
                 name="agentlab-sched-worker",
             )
+            tasks = sorted(t for t in app.tasks if not t.startswith("builtin:"))  # not Procrastinate's aliases
+            events.worker_event(
+                "ready", settings.locale, database=display_url(url), queues=list(queues or []), tasks=tasks,
+                concurrency=concurrency, fires=scheduler.running, notifies=dispatcher.running, metrics_port=port,
+                worker=report.name,
+            )  # fmt: skip
             stopped = asyncio.create_task(stop.wait())
             await asyncio.wait({worker, stopped}, return_when=asyncio.FIRST_COMPLETED)
             stopped.cancel()
-            await asyncio.gather(scheduler.stop(), _stop_dispatcher(dispatcher), _stop_worker(worker))
+            await asyncio.gather(scheduler.stop(), _stop_dispatcher(dispatcher), _stop_worker(worker), here.stop())
+            events.worker_event("stopped", settings.locale, worker=report.name)
     finally:
+        if metrics is not None:
+            metrics.stop()
         if install_signal_handlers:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
@@ -113,9 +143,9 @@ async def _stop_worker(worker: asyncio.Task[None]) -> None:
         await worker
 
 
-def _start_dispatcher(app: procrastinate.App, url: str, settings: Settings) -> Dispatcher:
+async def _start_dispatcher(app: procrastinate.App, url: str, settings: Settings) -> Dispatcher:
     dispatcher = Dispatcher(url, settings=settings)
-    asyncio.get_running_loop().create_task(dispatcher.start())
+    await dispatcher.start()  # starts its tasks and returns; without a usable key it says why and runs nothing
     return dispatcher
 
 

@@ -338,3 +338,35 @@ async def test_upcoming_respects_the_window_and_the_run_limit(conn: psycopg.Asyn
     with pytest.raises(ValidationError) as err:
         await admin.upcoming(conn, "w", 0)
     assert (err.value.field, str(err.value)) == ("count", "count: 0 is less than 1")
+
+
+async def test_a_value_of_the_wrong_type_or_an_unknown_argument_is_refused_clearly(
+    conn: psycopg.AsyncConnection[Any],
+) -> None:
+    """Python's own errors would say nothing useful (or nothing at all: a str for a timedelta reached the
+    database as an interval text); these name the field, the value and what is expected, in both languages."""
+    from datetime import datetime
+
+    from agentlab_sched.errors import UnknownArgument
+
+    with pytest.raises(ValidationError) as refused:
+        await admin.schedule(conn, "x", "0 9 * * *", "demo.echo", misfire_grace="1h")  # type: ignore[arg-type]
+    assert refused.value.field == "misfire_grace"
+    assert str(refused.value) == 'misfire_grace: "1h" is text (str), not a duration (datetime.timedelta)'
+    assert refused.value.message("zh-CN") == (
+        '「错过后的补跑宽限」的取值 "1h" 是文本(str),而不是时长(datetime.timedelta)'
+    )
+    with pytest.raises(UnknownArgument) as unknown:
+        await admin.schedule(conn, "x", "0 9 * * *", "demo.echo", misfire=60)  # type: ignore[call-arg]
+    assert isinstance(unknown.value, TypeError) and unknown.value.field == "misfire"
+    assert str(unknown.value).startswith("schedule() has no argument misfire; its arguments are name, cron, task,")
+    assert "misfire_grace" in str(unknown.value) and "可用的参数有" in unknown.value.message("zh-CN")
+    with pytest.raises(UnknownArgument, match=r"^create\(\) has no argument colour"):
+        await admin.create(conn, "x", "0 9 * * *", "demo.echo", colour="red")
+    with pytest.raises(ValidationError, match=r"^priority: True is true or false"):
+        await admin.alter(conn, "x", priority=True)
+    with pytest.raises(ValidationError, match=r"^starts_at: 2026-03-01 09:00:00 has no time zone"):
+        await admin.schedule(conn, "x", "0 9 * * *", "demo.echo", starts_at=datetime(2026, 3, 1, 9))
+    with pytest.raises(ValidationError, match=r"^timezone: 8 is a whole number"):
+        await admin.schedule(conn, "x", "0 9 * * *", "demo.echo", timezone=8)  # type: ignore[arg-type]
+    assert await admin.list_schedules(conn) == []  # nothing written

@@ -686,8 +686,9 @@ def test_bookkeeping_by_the_scheduler_is_not_a_change(sync_conn: psycopg.Connect
     after = one(sync_conn)
     assert (after["version"], after["updated_at"]) == (before["version"], before["updated_at"])
     assert sync_conn.execute(f"SELECT count(*) AS n FROM {S}.schedule_changes").fetchone()["n"] == 1
-    # Nor can the version be set by hand.
-    sync_conn.execute(f"UPDATE {S}.schedules SET version = 99")
+    # Nor can the version be set by hand: refused with a message, not silently ignored.
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match=r"^version: cannot be set \(asked for 99\)"):
+        sync_conn.execute(f"UPDATE {S}.schedules SET version = 99")
     assert one(sync_conn)["version"] == before["version"]
 
 

@@ -3,18 +3,13 @@ list/show` and `dev` with its control characters escaped, and is never read as r
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
-from typing import Any
 
 import psycopg
-from rich.console import Console
 from typer.testing import CliRunner
 
-from agentlab_sched import database as db
 from agentlab_sched.cli import app
-from agentlab_sched.cli.worker import _changes
 
 #: An OSC 52 clipboard write, a window title, a CSI clear screen, an 8-bit CSI and a bidi override.
 HOSTILE = "bad \x1b]52;c;cm0gLXJmIH4=\x07 \x1b]0;owned\x07 \x1b[2J \x9b31m \u202eevil"
@@ -65,21 +60,20 @@ def test_control_characters_from_the_database_never_reach_the_terminal(db_url: s
     assert "\x9b" not in raw and "\u202e" not in raw
 
 
-def test_dev_shows_a_name_with_markup_as_written(db_url: str) -> None:
-    seed(db_url)
+def test_dev_shows_a_name_with_markup_as_written() -> None:
+    """The worker's and dev's lines: a name with markup as written, control characters escaped."""
+    from datetime import UTC, datetime
 
-    async def view() -> list[Any]:
-        conn = await db.connect(db_url)
-        try:
-            return await _changes(conn, {})
-        finally:
-            await conn.close()
+    from agentlab_sched.cli import common
+    from agentlab_sched.observe import events, output
 
-    lines = asyncio.run(view())
     screen = io.StringIO()
-    console = Console(file=screen, width=300, force_terminal=True, color_system=None)
-    for line in lines:
-        console.print(line)
+    with output.configure("lines", locale="en", stream=screen, clean=common.safe):
+        events.fire_recorded(
+            schedule="x[/bold] [red]", fire_id=1, fire_at=datetime(2026, 3, 1, 9, tzinfo=UTC), kind="scheduled",
+            status="failed_to_start", timezone="UTC", reason_code="launch.refused", reason_params={"reason": HOSTILE},
+            reason=HOSTILE,
+        )  # fmt: skip
     shown = screen.getvalue()
     assert "x[/bold] [red] scheduled fire: failed_to_start" in shown
-    assert "\x07" not in shown and "\\x1b]0;owned\\x07" in shown
+    assert "\x07" not in shown and "\x1b" not in shown and "\\x1b]0;owned\\x07" in shown

@@ -17,7 +17,6 @@ from typing import Annotated
 
 import typer
 
-from agentlab_sched import messages
 from agentlab_sched.cli import common
 from agentlab_sched.cli.database import db_app, migrate_cmd, roles_app
 from agentlab_sched.cli.schedules import schedules_app
@@ -63,7 +62,7 @@ def root(
     ctx.obj = common.State(
         database_url=database_url,
         data_dir=data_dir,
-        locale=messages.normalise_locale(locale) if locale else messages.current_locale(),
+        locale=common.choose_locale(locale),
         locale_given=locale is not None,
     )
 

@@ -23,7 +23,9 @@ import asyncio
 import dataclasses
 import importlib
 import json
+import os
 import re
+import sys
 import warnings
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -33,20 +35,27 @@ from pathlib import Path
 from typing import Any, TypeVar
 from zoneinfo import ZoneInfo
 
+import procrastinate
 import psycopg
 import typer
-from psycopg import conninfo
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
 from agentlab_sched import database as db
 from agentlab_sched import messages
+from agentlab_sched.cli._click import exceptions as click_exceptions
+from agentlab_sched.database import embedded
+from agentlab_sched.database.connections import display_url
 from agentlab_sched.demo import make_app
-from agentlab_sched.errors import SchedError, ValidationError
+from agentlab_sched.errors import SchedError, UnknownTaskWarning, ValidationError
 from agentlab_sched.settings import Settings
 
 T = TypeVar("T")
+
+#: The app `worker` runs without --app.
+DEMO_APP = "agentlab_sched.demo.app"
 
 #: Exit status for input the command refuses (bad value, unknown name, stale version).
 EXIT_INPUT = 2
@@ -77,17 +86,34 @@ class State:
             locale=self.locale,
         )
 
-    def database(self) -> db.Database:
-        """The database to use (starting the embedded server if none is configured); says which on stderr."""
+    def database(self, *, dev: bool = False) -> db.Database:
+        """The database to use (starting the embedded server if none is configured); says which on stderr.
+
+        With ``dev``: the demo's own database on the embedded server (`agentlab-sched dev`), whatever
+        AGENTLAB_SCHED_DATABASE_URL says; only an explicit ``--database-url`` replaces it.
+        """
         if self._database is None:
             if self.database_url:
                 database = db.Database(self.database_url, "--database-url")
             else:
                 with quiet_embedded():
-                    database = db.resolve(self.settings(), data_dir=self.data_dir)
-            err().print(Text(f"database: {display_url(database.url)} ({database.origin})", style="dim"))
+                    if dev:
+                        database = db.embedded_database(self.settings(), data_dir=self.data_dir, dev=True)
+                    else:
+                        database = db.resolve(self.settings(), data_dir=self.data_dir)
+            origin = (
+                messages.term("cli.origin_embedded", dir=database.embedded_dir)
+                if database.embedded_dir
+                else database.origin
+            )
+            line = text("cli.database_line", self.locale, url=display_url(database.url), origin=origin)
+            err().print(Text(line, style="dim"))
             self._database = database
         return self._database
+
+    def data_directory(self) -> str:
+        """The embedded server's data directory: --data-dir, AGENTLAB_SCHED_DATA_DIR, else the default."""
+        return self.data_dir or os.environ.get("AGENTLAB_SCHED_DATA_DIR") or str(embedded.default_data_dir())
 
     async def connect(self) -> psycopg.AsyncConnection[Any]:
         """A new async connection (dict rows, autocommit) whose SQL messages use the CLI's locale."""
@@ -122,22 +148,16 @@ def run(ctx: typer.Context, fn: Callable[[psycopg.AsyncConnection[Any]], Awaitab
         finally:
             await conn.close()
 
-    return asyncio.run(main())
-
-
-def display_url(url: str) -> str:
-    """A database URL fit to print: no password, just user, host, port and database."""
-    try:
-        parts = conninfo.conninfo_to_dict(url)
-    except psycopg.ProgrammingError:
-        return "(unparsable database URL)"
-    user = str(parts.get("user") or "")
-    host = str(parts.get("host") or "")
-    port = parts.get("port")
-    where = host if not port else f"{host}:{port}"
-    if host.startswith("/"):
-        where = f"[{where}]"
-    return f"postgresql://{user + '@' if user else ''}{where}/{parts.get('dbname') or ''}"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UnknownTaskWarning)
+        try:
+            return asyncio.run(main())
+        finally:
+            for w in caught:  # ours as one line in the locale on stderr; others as usual
+                if isinstance(w.message, UnknownTaskWarning):
+                    err().print(cell(w.message.message(st.locale), style="yellow"))
+                else:
+                    warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
 #: Characters a terminal may act on rather than show: C0 and C1 controls (ESC starts sequences that set
@@ -180,7 +200,46 @@ def text(code: str, locale: str, **params: object) -> str:
 
 def say(ctx: typer.Context, code: str, **params: object) -> None:
     """Print message ``code`` (in the CLI's locale) as one line on stdout."""
-    out().print(cell(text(code, state(ctx).locale, **params)))
+    out().print(cell(text(code, state(ctx).locale, **params)), soft_wrap=True)
+
+
+def say_to_stderr(locale: str, code: str, **params: object) -> None:
+    """Print message ``code`` as one line on stderr (what was not done, a warning)."""
+    err().print(cell(text(code, locale, **params), style="yellow"), soft_wrap=True)
+
+
+def label(name: str, locale: str, **params: object) -> str:
+    """A table header or a label of `show` (``cli.col.<name>``) in ``locale``."""
+    return text(f"cli.col.{name}", locale, **params)
+
+
+def table(locale: str, *columns: str | tuple[str, dict[str, object]], **options: Any) -> Table:
+    """A table for people whose headers are the labels of ``columns`` in ``locale`` (a column given as
+    ``(name, params)`` fills its label's placeholders)."""
+    grid = Table(box=None, pad_edge=False, header_style="bold", **options)
+    for column in columns:
+        name, params = (column, {}) if isinstance(column, str) else column
+        grid.add_column(label(name, locale, **params), justify="right" if name == "number" else "left", overflow="fold")
+    return grid
+
+
+def print_fields(locale: str, rows: list[tuple[str, object]]) -> None:
+    """``show``: one labelled line per field that has a value (labels in ``locale``)."""
+    grid = Table(box=None, show_header=False, pad_edge=False)
+    grid.add_column(style="bold")
+    grid.add_column(overflow="fold")
+    for name, value in rows:
+        if value not in (None, ""):
+            grid.add_row(label(name, locale), cell(value))
+    out().print(grid)
+
+
+def term(prefix: str, value: str | None, locale: str) -> str:
+    """A status or kind word (``fire.status.started``, ``run.status.failed``...) in ``locale``; empty for none."""
+    if not value:
+        return ""
+    code = f"{prefix}.{value}"
+    return text(code, locale) if code in messages.CATALOG else value
 
 
 def print_json(data: Any) -> None:
@@ -198,7 +257,7 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def _report(ctx: typer.Context, message: str, code: int) -> typer.Exit:
+def _report(ctx: typer.Context | None, message: str, code: int) -> typer.Exit:
     err().print(cell(message, style="red"))
     return typer.Exit(code)
 
@@ -206,9 +265,22 @@ def _report(ctx: typer.Context, message: str, code: int) -> typer.Exit:
 class HandledGroup(TyperGroup):
     """The root command group: the one place where refusals become a message and an exit status."""
 
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        self._args = list(args)
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click_exceptions.UsageError as exc:  # the root's own options (--locale without a value, ...)
+            if isinstance(exc, click_exceptions.NoArgsIsHelpError):
+                raise
+            raise _usage_exit(exc, self._args) from None
+
     def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
         try:
             return super().invoke(ctx)
+        except click_exceptions.UsageError as exc:
+            if isinstance(exc, click_exceptions.NoArgsIsHelpError):
+                raise
+            raise _usage_exit(exc, getattr(self, "_args", []), _locale(ctx)) from None
         except SchedError as exc:
             raise _report(ctx, exc.message(_locale(ctx)), EXIT_INPUT) from None
         except (
@@ -219,9 +291,133 @@ class HandledGroup(TyperGroup):
             if "agentlab_sched" not in str(exc):
                 raise
             raise _report(ctx, text("cli.not_migrated", _locale(ctx)), EXIT_DATABASE) from None
+        except psycopg.errors.UndefinedColumn:
+            # A schema migrated by an older version: the columns this one reads are not there yet.
+            raise _report(ctx, text("cli.schema_outdated", _locale(ctx)), EXIT_DATABASE) from None
         except psycopg.OperationalError as exc:
             detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise _report(ctx, text("cli.cannot_connect", _locale(ctx), error=detail), EXIT_DATABASE) from None
+
+
+def choose_locale(given: str | None) -> str:
+    """The locale of this invocation: ``--locale``, else ``AGENTLAB_SCHED_LOCALE``, else en; a language
+    without a catalogue is refused (naming where it came from), not answered in English."""
+    allowed = list(messages.LOCALES)
+    if given is not None:
+        chosen = messages.known_locale(given)
+        if chosen is None:
+            raise ValidationError("cli.bad_locale", "locale", value=given, allowed=allowed)
+        return chosen
+    env = os.environ.get("AGENTLAB_SCHED_LOCALE", "").strip()
+    if env and messages.known_locale(env) is None:
+        raise ValidationError("cli.bad_locale_env", "locale", value=env, allowed=allowed)
+    return messages.current_locale()
+
+
+def _args_locale(args: list[str]) -> str:
+    """The locale asked for on a command line that could not be parsed (``--locale X`` or ``--locale=X``)."""
+    for i, arg in enumerate(args):
+        value = None
+        if arg == "--locale" and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith("--locale="):
+            value = arg.split("=", 1)[1]
+        if value is not None:
+            return messages.known_locale(value) or messages.current_locale()
+    return messages.current_locale()
+
+
+def _typed_value(param: Any, args: list[str]) -> str | None:
+    """What was typed for option ``param`` (``--priority high`` or ``--priority=high``), the last one given."""
+    found = None
+    names = list(getattr(param, "opts", []) or []) + list(getattr(param, "secondary_opts", []) or [])
+    for i, arg in enumerate(args):
+        for name in names:
+            if arg == name and i + 1 < len(args):
+                found = args[i + 1]
+            elif arg.startswith(name + "=") and name.startswith("--"):
+                found = arg.split("=", 1)[1]
+    return found
+
+
+def _option_name(param: Any, args: list[str]) -> str:
+    names = list(getattr(param, "opts", []) or [])
+    used = [n for n in names if n in args or any(a.startswith(n + "=") for a in args)]
+    if used:
+        return used[0]
+    longest = sorted(names, key=len, reverse=True)
+    return longest[0] if longest else str(getattr(param, "name", "") or "")
+
+
+def _argument_term(param: Any) -> dict[str, object]:
+    name = str(getattr(param, "name", "") or "")
+    if name in ("name", "run"):
+        return messages.term(f"cli.usage.argument.{name}")
+    return messages.term("cli.usage.argument.other", name=name.upper())
+
+
+def _param_kind(param: Any) -> tuple[type | None, Any, Any, tuple[Any, ...] | None]:
+    """(int, float or None; minimum; maximum; choices) of an option, from typer's description of it (or
+    from click's parameter type, for a typer that still uses click)."""
+    desc = getattr(param, "type_descriptor", None)
+    if desc is not None:
+        info = desc.parameter_info
+        annotation = desc.annotation if desc.annotation in (int, float) else None
+        return annotation, getattr(info, "min", None), getattr(info, "max", None), desc.choices
+    ptype = getattr(param, "type", None)
+    name = type(ptype).__name__
+    kind = int if name in ("IntParamType", "IntRange") else float if name in ("FloatParamType", "FloatRange") else None
+    return kind, getattr(ptype, "min", None), getattr(ptype, "max", None), getattr(ptype, "choices", None)
+
+
+def usage_message(exc: Any, args: list[str], locale: str) -> str:
+    """A usage error as one line in ``locale`` (never the command-line library's English usage block)."""
+    ctx = getattr(exc, "ctx", None)
+    command = ctx.command_path if ctx is not None else "agentlab-sched"
+    param = getattr(exc, "param", None)
+    message = str(getattr(exc, "message", "") or "")
+    if isinstance(exc, click_exceptions.NoSuchOption):
+        similar = sorted(exc.possibilities or [])
+        if similar:
+            return text("cli.usage.unknown_option_like", locale, command=command, option=exc.option_name,
+                        similar=similar)  # fmt: skip
+        return text("cli.usage.unknown_option", locale, command=command, option=exc.option_name)
+    if isinstance(exc, click_exceptions.MissingParameter):
+        if getattr(param, "param_type_name", "") == "argument":
+            return text("cli.usage.missing_argument", locale, command=command, argument=_argument_term(param))
+        return text("cli.usage.missing_option", locale, command=command, option=_option_name(param, args))
+    if isinstance(exc, click_exceptions.BadParameter) and param is not None:
+        option = _option_name(param, args)
+        value = _typed_value(param, args)
+        kind, low, high, choices = _param_kind(param)
+        if kind in (int, float) and value is not None:
+            try:
+                number = kind(value)
+            except ValueError:
+                code = "cli.usage.not_integer" if kind is int else "cli.usage.not_number"
+                return text(code, locale, option=option, value=value)
+            if low is not None and high is not None:
+                return text("schedule.out_of_range", locale, field=option, value=number, min=low, max=high)
+            if low is not None:
+                return text("schedule.too_small", locale, field=option, value=number, min=low)
+        if choices and value is not None:
+            return text("schedule.unknown_value", locale, field=option, value=value, allowed=list(choices))
+        return text("cli.usage.bad_value", locale, option=option, value=value, command=command)
+    if isinstance(exc, click_exceptions.BadOptionUsage):
+        code = "cli.usage.takes_no_value" if "does not take a value" in message else "cli.usage.needs_value"
+        return text(code, locale, option=exc.option_name)
+    unknown = re.match(r"No such command '([^']*)'", message)
+    if unknown and ctx is not None:
+        commands = [c for c in ctx.command.list_commands(ctx) if not ctx.command.get_command(ctx, c).hidden]
+        return text("cli.usage.unknown_command", locale, name=unknown.group(1), command=command, commands=commands)
+    extra = re.match(r"Got unexpected extra argument(?:s|\(s\))? \((.*)\)", message)
+    if extra:
+        return text("cli.usage.extra_argument", locale, command=command, value=extra.group(1))
+    return text("cli.usage.other", locale, command=command)
+
+
+def _usage_exit(exc: Any, args: list[str], locale: str | None = None) -> typer.Exit:
+    return _report(None, usage_message(exc, args, locale or _args_locale(args)), EXIT_INPUT)
 
 
 def _locale(ctx: typer.Context) -> str:
@@ -238,15 +434,30 @@ def parse_json_object(value: str, field_name: str = "inputs") -> Any:
 
     Anything that parses is returned, objects or not: the database says what kind of value it needs.
     """
-    source = value
-    if value.startswith("@"):
-        source = Path(value[1:]).expanduser().read_text(encoding="utf-8")
+    source = read_file(value[1:], field_name) if value.startswith("@") else value
     try:
         return json.loads(source)
     except json.JSONDecodeError as exc:
         raise ValidationError(
             "schedule.bad_json", field_name, field=_term(field_name), line=exc.lineno, column=exc.colno
         ) from None
+
+
+def read_file(path: str, field_name: str) -> str:
+    """The text of the file an option names (``--inputs @file.json``); a file that is not there, not a file or
+    not readable is a ValidationError naming the field and the path."""
+    where = Path(path).expanduser()
+    params: dict[str, object] = {"field": _term(field_name), "path": path}
+    try:
+        return where.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValidationError("cli.file_missing", field_name, **params) from None
+    except IsADirectoryError:
+        raise ValidationError("cli.file_is_directory", field_name, **params) from None
+    except PermissionError:
+        raise ValidationError("cli.file_unreadable", field_name, **params) from None
+    except (UnicodeDecodeError, OSError):
+        raise ValidationError("cli.file_not_text", field_name, **params) from None
 
 
 _DURATION_UNITS = {
@@ -292,8 +503,36 @@ def parse_time(value: str, field_name: str, timezone: str) -> datetime:
 
 
 def load_app(path: str, url: str) -> Any:
-    """The Procrastinate app at ``module.attr`` (``--app``); the demo app is built on ``url``."""
-    if path == "agentlab_sched.demo.app":
+    """The Procrastinate app at ``module.attr`` (``--app``); the demo app is built on ``url``.
+
+    The current directory is searched first (as ``python -m`` would), so ``--app myproject.app`` works from
+    the project's directory. Anything that is not an app there is a ValidationError naming ``--app``.
+    """
+    if path == DEMO_APP:
         return make_app(url)
-    module, _, attr = path.rpartition(".")
-    return getattr(importlib.import_module(module), attr)
+    module, _, attr = path.strip().rpartition(".")
+    if not module or not attr or not all(part.isidentifier() for part in path.strip().split(".")):
+        raise ValidationError("cli.app_bad_path", "app", path=path)
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        loaded = importlib.import_module(module)
+    except Exception as exc:  # not there, or the user's module raised while being imported
+        missing = isinstance(exc, ModuleNotFoundError) and exc.name
+        if missing and (module == missing or module.startswith(f"{missing}.")):
+            raise ValidationError("cli.app_no_module", "app", path=path, module=missing) from None
+        raise ValidationError(
+            "cli.app_import_failed", "app", path=path, module=module, error=_error_text(exc)
+        ) from None
+    if not hasattr(loaded, attr):
+        raise ValidationError("cli.app_no_attribute", "app", path=path, module=module, attribute=attr)
+    found = getattr(loaded, attr)
+    if not isinstance(found, procrastinate.App):
+        raise ValidationError("cli.app_not_app", "app", path=path, kind=type(found).__name__)
+    return found
+
+
+def _error_text(exc: BaseException) -> str:
+    """An exception as ``Type: message``, on one line."""
+    message = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__

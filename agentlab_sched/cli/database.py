@@ -1,24 +1,32 @@
-"""`agentlab-sched migrate` and `agentlab-sched db ...` (the embedded PostgreSQL)."""
+"""`agentlab-sched migrate` and `agentlab-sched db ...`: reach the database (url, psql), stop the embedded one."""
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
+import subprocess
+import sys
 from typing import Annotated
 
 import psycopg
 import typer
+from rich.text import Text
 
 from agentlab_sched import messages
 from agentlab_sched.cli import common
 from agentlab_sched.database import embedded, roles
 from agentlab_sched.database.migrate import migrate
+from agentlab_sched.errors import SchedError
 
 db_app = typer.Typer(
     name="db",
-    help="The embedded PostgreSQL used when no database URL is configured.",
+    help="The database: its URL, a psql on it, and the embedded PostgreSQL used when no URL is configured.",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
+
+Dev = Annotated[bool, typer.Option("--dev", help="The demo's own database (agentlab_sched_dev), the one `dev` uses.")]
 
 
 def migrate_cmd(ctx: typer.Context) -> None:
@@ -39,20 +47,71 @@ def migrate_cmd(ctx: typer.Context) -> None:
         )
 
 
+def without_password(url: str) -> str:
+    """The URL to print: its password (``user:secret@`` or ``password=secret``) left out."""
+    url = re.sub(r"(://[^:/@?#]*):[^@/?#]*@", r"\1@", url)
+    url = re.sub(r"(^|[\s&?])password=[^\s&]*&?", r"\1", url)
+    return re.sub(r"\s+", " ", url).strip().rstrip("?&")
+
+
+@db_app.command("url")
+def url_cmd(ctx: typer.Context, dev: Dev = False) -> None:
+    """Print the URL of the database in use (for psql or your own code); the password is left out."""
+    typer.echo(without_password(common.state(ctx).database(dev=dev).url))
+
+
+@db_app.command("psql", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def psql_cmd(ctx: typer.Context, dev: Dev = False) -> None:
+    """Open psql on the database in use; arguments after it go to psql (db psql -c "SELECT 1")."""
+    st = common.state(ctx)
+    database = st.database(dev=dev)
+    shipped = embedded.psql()
+    configured = st.database_url or (not dev and st.settings().database_url)
+    found = [str(p) for p in ((shutil.which("psql"), shipped) if configured else (shipped, shutil.which("psql"))) if p]
+    if not found:
+        typer.echo(without_password(database.url))
+        common.err().print(Text(common.text("cli.psql_missing", st.locale), style="red"))
+        raise typer.Exit(1)
+    completed = subprocess.run([found[0], database.url, *ctx.args], check=False)
+    raise typer.Exit(completed.returncode)
+
+
 @db_app.command("stop")
 def stop_cmd(
     ctx: typer.Context,
     remove: Annotated[bool, typer.Option("--remove", help="Also delete its data directory (all its data).")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="With --remove: do not ask.")] = False,
 ) -> None:
-    """Stop the embedded PostgreSQL (and with --remove, delete its data)."""
+    """Stop the embedded PostgreSQL (and with --remove, delete its data: it asks first, unless --yes)."""
     st = common.state(ctx)
-    where = st.data_dir or os.environ.get("AGENTLAB_SCHED_DATA_DIR") or str(embedded.default_data_dir())
+    where = st.data_directory()
     with common.quiet_embedded():
-        stopped = embedded.stop(where, remove=remove)
-    if not stopped:
-        common.say(ctx, "cli.db_none", dir=where)
-        return
-    common.say(ctx, "cli.db_removed" if remove else "cli.db_stopped", dir=where)
+        found = embedded.state(where)
+        if found == embedded.MISSING:
+            common.say(ctx, "cli.db_none", dir=where)
+            return
+        if remove and not yes:
+            _confirm_removal(st.locale, where)
+        found = embedded.stop(where, remove=remove)
+    if remove:
+        common.say(ctx, "cli.db_removed" if found == embedded.RUNNING else "cli.db_removed_not_running", dir=where)
+    else:
+        common.say(ctx, "cli.db_stopped" if found == embedded.RUNNING else "cli.db_not_running", dir=where)
+
+
+def _confirm_removal(locale: str, where: str) -> None:
+    """Ask before deleting the data (the answer may also be piped in); no answer at all is a refusal."""
+    interactive = sys.stdin is not None and sys.stdin.isatty()
+    if interactive:
+        common.err().print(Text(common.text("cli.db_remove_confirm", locale, dir=where)), end="")
+    answer = sys.stdin.readline() if sys.stdin is not None else ""
+    if not answer:
+        if interactive:
+            common.err().print()
+        raise SchedError("cli.db_remove_needs_yes", "yes", dir=where)
+    if answer.strip().lower() not in ("y", "yes", "是", "是的", "确定"):
+        common.say_to_stderr(locale, "cli.db_remove_declined", dir=where)
+        raise typer.Exit(1)
 
 
 roles_app = typer.Typer(

@@ -38,15 +38,14 @@ def _outcome_row(outcome: tick.FireOutcome, tz: str) -> dict[str, Any]:
     }
 
 
-def _table(outcomes: list[tick.FireOutcome], tz: str) -> Table:
-    table = Table()
-    for col in ("fire", "fire at", "status", "run", "reason"):
-        table.add_column(col)
+def _table(outcomes: list[tick.FireOutcome], tz: str, locale: str) -> Table:
+    table = common.table(locale, "fire", "fire_at", "status", "run", "reason")
     for o in outcomes:
+        when = messages.local_time(o.fire_at, tz) if o.fire_at else ""
         table.add_row(
             common.cell(o.fire_id),
-            common.cell(f"{messages.local_time(o.fire_at, tz)} ({tz})" if o.fire_at else ""),
-            common.cell(o.status),
+            common.cell(common.text("cli.when_zone", locale, when=when, timezone=tz) if when else ""),
+            common.cell(common.term("fire.status", o.status, locale)),
             common.cell(f"#{o.run_id[:6]}" if o.run_id else ""),
             common.cell(o.reason or ""),
         )
@@ -105,7 +104,7 @@ def register(schedules_app: typer.Typer) -> None:
         if as_json:
             common.print_json([_outcome_row(o, tz) | {"paused": o.paused} for o in outcomes])
         else:
-            common.out().print(_table(outcomes, tz))
+            common.out().print(_table(outcomes, tz, common.state(ctx).locale))
         _exit_status(outcomes)
 
     @schedules_app.command("backfill")
@@ -151,7 +150,7 @@ def register(schedules_app: typer.Typer) -> None:
                 }
             )
         else:
-            common.out().print(_table(outcomes, tz))
+            common.out().print(_table(outcomes, tz, common.state(ctx).locale))
             _say_summary(ctx, result)
         _exit_status(outcomes)
 
@@ -162,5 +161,10 @@ def _say_summary(ctx: typer.Context, result: tick.BackfillResult) -> None:
     if result.not_launched == 0:
         common.say(ctx, "cli.backfill_all_launched", total=total)
         return
-    details = ", ".join(f"{n} {status}" for status, n in sorted(result.counts.items()) if status != "started")
+    locale = common.state(ctx).locale
+    details = ", ".join(
+        f"{n} {common.term('fire.status', status, locale)}"
+        for status, n in sorted(result.counts.items())
+        if status != "started"
+    )
     common.say(ctx, "cli.backfill_some_not_launched", launched=result.launched, total=total, details=details)

@@ -15,7 +15,6 @@ from typing import Annotated, Any
 
 import psycopg
 import typer
-from rich.table import Table
 
 from agentlab_sched import messages
 from agentlab_sched._plain import plain
@@ -111,17 +110,15 @@ def fires_cmd(
     if not rows:
         common.say(ctx, "fire.none")
         return
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for title in ("fire at", "schedule", "kind", "status", "run", "reason"):
-        table.add_column(title, overflow="fold")
     locale = common.state(ctx).locale
+    table = common.table(locale, "fire_at", "schedule", "kind", "status", "run", "reason")
     for f in rows:
         run = f"#{str(f.run_id)[:6]} {_status(f.run_status, locale)}" if f.run_id and f.run_status else ""
         table.add_row(
-            _cell(f"{_when(f.fire_at, f.timezone)} ({f.timezone})"),
+            _cell(common.text("cli.when_zone", locale, when=_when(f.fire_at, f.timezone), timezone=f.timezone)),
             _cell(f.schedule_name),
-            _cell(f.kind),
-            _cell(f.status),
+            _cell(common.term("fire.kind", f.kind, locale)),
+            _cell(common.term("fire.status", f.status, locale)),
             _cell(run),
             _cell(f.reason),
         )
@@ -160,9 +157,7 @@ def list_cmd(
         common.say(ctx, "run.none")
         return
     locale = common.state(ctx).locale
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for title in ("run", "schedule", "status", "segment", "created", "finished", "note"):
-        table.add_column(title, overflow="fold")
+    table = common.table(locale, "run", "schedule", "status", "segment", "created", "finished", "note")
     for r in rows:
         table.add_row(
             _cell(f"#{r.short_id}"),
@@ -208,33 +203,28 @@ def show_cmd(ctx: typer.Context, run: RunId, as_json: JsonOption = False) -> Non
     rows: list[tuple[str, object]] = [
         ("run", f"#{r.short_id} ({r.id})"),
         ("schedule", r.schedule_name or ""),
-        ("fire", f"{_when(r.fire_at, tz)} ({tz}) {r.kind}" if r.fire_at else ""),
+        ("fire", _fire_text(r, locale)),
         ("task", r.task),
         ("inputs", _json_text(r.inputs)),
         ("status", _status(r.status, locale)),
         ("segment", r.segment),
         ("note", _note(r, locale)),
-        ("started by", r.started_by),
+        ("started_by", r.started_by),
         ("created", _when(r.created_at, tz)),
         ("started", _when(r.started_at, tz)),
         ("finished", _when(r.finished_at, tz)),
         ("timeout", messages.duration(r.timeout, locale) if r.timeout else ""),
         ("deadline", _when(r.deadline_at, tz)),
-        ("session key", r.session_key or ""),
+        ("session_key", r.session_key or ""),
         ("result", _json_text(r.result) if r.result is not None else ""),
         ("job", r.job_id or ""),
     ]
-    table = Table(box=None, pad_edge=False, show_header=False)
-    table.add_column(style="bold")
-    table.add_column(overflow="fold")
-    for key, value in rows:
-        if value not in ("", None):
-            table.add_row(key, _cell(value))
-    common.out().print(table)
+    common.print_fields(locale, rows)
     if points:
-        approvals = Table(box=None, pad_edge=False, header_style="bold", title="approvals", title_justify="left")
-        for title in ("segment", "title", "status", "by", "at", "comment"):
-            approvals.add_column(title, overflow="fold")
+        approvals = common.table(
+            locale, "segment", "title", "status", "by", "at", "comment",
+            title=common.label("approvals", locale), title_justify="left",
+        )  # fmt: skip
         for a in points:
             approvals.add_row(
                 _cell(a.segment),
@@ -245,6 +235,15 @@ def show_cmd(ctx: typer.Context, run: RunId, as_json: JsonOption = False) -> Non
                 _cell(a.comment),
             )
         common.out().print(approvals)
+
+
+def _fire_text(r: lifecycle.Run, locale: str) -> str:
+    if not r.fire_at:
+        return ""
+    return common.text(
+        "cli.fire_text", locale, when=_when(r.fire_at, r.timezone), timezone=r.timezone,
+        kind=common.term("fire.kind", r.kind, locale),
+    )  # fmt: skip
 
 
 def _json_text(value: Any) -> str:

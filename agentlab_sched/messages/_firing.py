@@ -146,3 +146,18 @@ MESSAGES.update(
         ),
     }
 )
+
+# Fire statuses and kinds, as message parameters (the words tables and lines use). English shows the values
+# themselves: they are what --status, --json and SQL take.
+MESSAGES.update(
+    {
+        "fire.status.started": ("started", "已发起"),
+        "fire.status.skipped_overlap": ("skipped_overlap", "因重叠跳过"),
+        "fire.status.skipped_misfire": ("skipped_misfire", "错过未补"),
+        "fire.status.failed_to_start": ("failed_to_start", "未能发起"),
+        "fire.kind.scheduled": ("scheduled", "定时"),
+        "fire.kind.misfire": ("misfire", "补发"),
+        "fire.kind.manual": ("manual", "手动"),
+        "fire.kind.backfill": ("backfill", "补跑"),
+    }
+)

@@ -58,6 +58,8 @@ MESSAGES.update(
         "schedule.field.reader": ("reader", "只读角色"),
         "schedule.field.admin": ("admin", "管理角色"),
         "schedule.field.worker": ("worker", "worker 角色"),
+        "schedule.field.version": ("version", "版本"),
+        "schedule.field.created_at": ("created_at", "创建时间"),
         "schedule.field.from": ("from", "起始时间"),
         "schedule.field.to": ("to", "截止时间"),
     }
@@ -137,6 +139,42 @@ MESSAGES.update(
         "schedule.clear_conflict": (
             "{field}: given a value and also asked to clear it; do one or the other",
             "「{field}」既给了新值又要求清空;只能二选一",
+        ),
+        "schedule.unknown_argument": (
+            "{function}() has no argument {name}; its arguments are {allowed}",
+            "{function}() 没有参数 {name};可用的参数有:{allowed}",
+        ),
+        "schedule.wrong_type": (
+            "{field}: {value} is {given}, not {expected}",
+            "「{field}」的取值 {value} 是{given},而不是{expected}",
+        ),
+        "schedule.naive_time": (
+            "{field}: {value} has no time zone; give an aware datetime, such as "
+            'datetime(2026, 3, 1, 9, tzinfo=ZoneInfo("Asia/Shanghai"))',
+            "「{field}」的取值 {value} 没有时区;请给出带时区的 datetime,例如 "
+            'datetime(2026, 3, 1, 9, tzinfo=ZoneInfo("Asia/Shanghai"))',
+        ),
+        "schedule.type.str": ("text (str)", "文本(str)"),
+        "schedule.type.int": ("a whole number (int)", "整数(int)"),
+        "schedule.type.bool": ("true or false (bool)", "布尔值(bool)"),
+        "schedule.type.float": ("a number (float)", "小数(float)"),
+        "schedule.type.timedelta": ("a duration (datetime.timedelta)", "时长(datetime.timedelta)"),
+        "schedule.type.datetime": ("a date and time (datetime.datetime)", "日期时间(datetime.datetime)"),
+        "schedule.type.Mapping": ("names and values (a dict)", "名称和值(dict)"),
+        "schedule.type.list": ("a list", "列表(list)"),
+        "schedule.type.tuple": ("a tuple", "元组(tuple)"),
+        "schedule.type.other": ("a {name}", "{name}"),
+        "schedule.task_not_registered": (
+            "warning: the task {task} is not known to any live worker; the schedule is saved, but its fires are "
+            "refused until a worker whose app has this task runs (agentlab-sched doctor lists such schedules)",
+            "注意:没有在线的 worker 注册过任务 {task};定时任务已保存,但在包含该任务的 worker 运行之前,它的触发会被拒绝"
+            "(agentlab-sched doctor 会列出这类定时任务)",
+        ),
+        "schedule.read_only": (
+            "{field}: cannot be set (asked for {value}); agentlab-sched keeps it: the version goes up by one with "
+            "every change, created_at is when the schedule was made",
+            "「{field}」不能直接设置(收到 {value}):它由 agentlab-sched 维护,版本随每次修改自动加一,创建时间是定时任务"
+            "创建的时刻",
         ),
         "schedule.bad_json": (
             "{field}: not valid JSON (line {line}, column {column})",

@@ -49,6 +49,9 @@ from agentlab_sched.database import queries
 from agentlab_sched.database.reconnect import GiveUp, retrying
 from agentlab_sched.errors import SchedError, from_database
 from agentlab_sched.firing.blueprint import tick
+from agentlab_sched.observe import events, presence
+from agentlab_sched.observe.events import fields
+from agentlab_sched.observe.output import quiet_aborts
 from agentlab_sched.runs import context as run_context
 from agentlab_sched.runs import housekeeping
 from agentlab_sched.runs.approvals import AwaitApproval
@@ -84,6 +87,7 @@ class RunMiddleware:
 
     async def __call__(self, call_next: Any, context: procrastinate.JobContext, worker: Any) -> Any:
         job = context.job
+        await presence.seen_by(context, worker)  # what this worker runs, for `agentlab-sched doctor` (throttled)
         if job.id is None or job.task_name in self._skip or self._is_own(context):
             return await call_next()
         job_id: int = job.id
@@ -95,6 +99,7 @@ class RunMiddleware:
             # The run ended (cancelled, ...) before its job started here: its body must not run.
             raise pexc.JobAborted(f"run {str(data['run_id'])[:6]} is {data['status']}; its job was not run")
         run = run_context.RunContext.from_data(data)
+        self._tell(run, "running", late_seconds=data.get("late_seconds"))
         task = app.tasks.get(job.task_name)
         is_sync = task is not None and not inspect.iscoroutinefunction(task.func)
         watch = Watch()
@@ -110,11 +115,13 @@ class RunMiddleware:
                 result = await call_next()
             except AwaitApproval as ask:
                 await self._await_approval(app, context, run, job_id, ask)
+                self._tell(run, "awaiting_approval", error=ask.title)
                 return None
             except pexc.JobAborted:
-                await self._bookkeeping(
-                    context, lambda: self._after_abort(app, run, job_id, context), "record the abort"
+                reason = await self._bookkeeping(
+                    context, lambda: self._after_abort(app, run, job_id, context), "record the abort", run=run
                 )
+                self._tell(run, _aborted_status(reason, watch))
                 raise
             except asyncio.CancelledError:
                 if context.abort_reason() == job_context.AbortReason.SHUTDOWN:
@@ -123,29 +130,38 @@ class RunMiddleware:
                         context,
                         lambda: self._call(app, "mark_shutdown", run=str(run.run_id), job=job_id),
                         "record the interruption",
+                        run=run,
                     )
+                    self._tell(run, "suspended")
                     raise
                 # An abort asked for (runs cancel, a newer fire, the timeout): the job ends aborted, which
                 # Procrastinate never retries (a CancelledError it would retry, for a task with retry=).
                 reason = await self._bookkeeping(
-                    context, lambda: self._after_abort(app, run, job_id, context), "record the abort"
+                    context, lambda: self._after_abort(app, run, job_id, context), "record the abort", run=run
                 )
+                self._tell(run, _aborted_status(reason or "cancel", watch))
                 _uncancel()
                 raise pexc.JobAborted(f"run {run.short_id} was aborted ({reason or 'cancel'})") from None
             except Exception as exc:
                 await self._bookkeeping(
-                    context, functools.partial(self._record_error, app, run, job_id, exc), "record the error"
+                    context, functools.partial(self._record_error, app, run, job_id, exc), "record the error", run=run
                 )
+                retry = task.get_retry_exception(exception=exc, job=job) if task is not None else None
+                self._tell(run, "queued" if retry else "failed", error=error_text(exc)[0])
                 raise
             if watch.aborted or context.should_abort():
                 # The task returned although it was asked to abort (a sync task that ignored it).
                 reason = await self._bookkeeping(
-                    context, lambda: self._after_abort(app, run, job_id, context), "record the abort"
+                    context, lambda: self._after_abort(app, run, job_id, context), "record the abort", run=run
                 )
                 if reason is not None and reason != "shutdown":  # timeout, cancel, cancelled by a newer fire
+                    self._tell(run, _aborted_status(reason, watch))
                     raise pexc.JobAborted(f"run {run.short_id} was aborted ({reason}); its result is discarded")
             # The body finished: its result is kept even when a stopping worker cancels us meanwhile.
-            await self._bookkeeping(context, lambda: self._record_result(app, run, job_id, result), "record the result")
+            await self._bookkeeping(
+                context, lambda: self._record_result(app, run, job_id, result), "record the result", run=run
+            )
+            self._tell(run, "succeeded")
             return result
         finally:
             run_context._reset(tokens)
@@ -155,6 +171,13 @@ class RunMiddleware:
                     await watcher
 
     # ------------------------------------------------------------------------------------------------
+
+    def _tell(self, run: run_context.RunContext, status: str, **details: Any) -> None:
+        """One event per run change this worker sees (its line in `agentlab-sched worker`, its metrics)."""
+        events.run_changed(
+            schedule=run.schedule, run_id=run.run_id, status=status, fire_id=run.fire_id, task=run.task,
+            locale=self.locale, **details,
+        )  # fmt: skip
 
     def _is_own(self, context: procrastinate.JobContext) -> bool:
         """The scheduler's own periodic tasks are never runs: no lookup for them."""
@@ -191,7 +214,13 @@ class RunMiddleware:
             ) from None
 
     async def _bookkeeping(
-        self, context: procrastinate.JobContext, call: Callable[[], Awaitable[Any]], what: str, *, quiet: bool = True
+        self,
+        context: procrastinate.JobContext,
+        call: Callable[[], Awaitable[Any]],
+        what: str,
+        *,
+        quiet: bool = True,
+        run: run_context.RunContext | None = None,
     ) -> Any:
         """Write something down for the run (its result, its error, an abort), retried through an outage.
         A stopping worker waits `BOOKKEEPING_GRACE` for it rather than drop it (its cancellation is
@@ -210,12 +239,12 @@ class RunMiddleware:
             try:
                 return await retrying(call, what=f"{what} of a run", logger=logger, deadline=deadline)
             except GiveUp:
-                logger.warning("could not %s of a run before the worker stopped", what)
+                logger.warning("could not %s of a run before the worker stopped", what, extra=_fields(run))
                 return None
             except Exception:
                 if not quiet:
                     raise
-                logger.exception("could not %s of a run", what)
+                logger.exception("could not %s of a run", what, extra=_fields(run))
                 return None
 
         write = asyncio.ensure_future(write_down())
@@ -228,7 +257,7 @@ class RunMiddleware:
             try:
                 return await asyncio.wait_for(write, timeout=BOOKKEEPING_GRACE)
             except TimeoutError:
-                logger.warning("could not %s of a run before the worker stopped", what)
+                logger.warning("could not %s of a run before the worker stopped", what, extra=_fields(run))
                 return None
 
     async def _call(self, app: procrastinate.App, query: str, **params: Any) -> Any:
@@ -280,7 +309,10 @@ class RunMiddleware:
                 raise
             await self._bookkeeping(context, lambda: self._record_error(app, run, job_id, refused), "record the error")
             raise refused from None
-        logger.info("run %s awaits approval of segment %s: %s", run.short_id, segment, ask.title)
+        logger.debug(
+            "run %s awaits approval of segment %s: %s", run.short_id, segment, ask.title,
+            extra=_fields(run, "awaiting_approval", segment),
+        )  # fmt: skip
 
     async def _record_error(
         self, app: procrastinate.App, run: run_context.RunContext, job_id: int, exc: BaseException
@@ -351,7 +383,9 @@ class RunMiddleware:
             if done != "aborted":
                 return
             watch.aborted = True
-            logger.info("run %s reached its timeout; its job was asked to abort", run.short_id)
+            logger.info(
+                "run %s reached its timeout; its job was asked to abort", run.short_id, extra=_fields(run, "timed_out")
+            )
             if not is_sync:
                 return
             await asyncio.sleep(self.abort_grace + 0.05)
@@ -364,7 +398,26 @@ class RunMiddleware:
         except asyncio.CancelledError:
             raise
         except Exception:
-            logger.exception("could not enforce the timeout of run %s (housekeeping will)", run.short_id)
+            logger.exception(
+                "could not enforce the timeout of run %s (housekeeping will)", run.short_id, extra=_fields(run)
+            )
+
+
+def _fields(
+    run: run_context.RunContext | None, status: str | None = None, segment: int | None = None
+) -> dict[str, Any]:
+    """The stable log fields of a record about ``run``."""
+    more: dict[str, Any] = {"segment": segment} if segment is not None else {}
+    if run is None:
+        return fields(**more)
+    return fields(run.schedule, run.fire_id, run.run_id, status, None, **more)
+
+
+def _aborted_status(reason: str | None, watch: Watch) -> str:
+    """The run's status after its job was aborted for ``reason`` (the worker stopping, a timeout, a cancel)."""
+    if reason == "shutdown":
+        return "suspended"
+    return "timed_out" if reason == "timeout" or watch.aborted else "cancelled"
 
 
 class Watch:
@@ -399,6 +452,7 @@ def install(app: procrastinate.App, middleware: RunMiddleware | None = None) -> 
     """
     if not isinstance(app.job_manager, RunJobManager):
         app.job_manager = RunJobManager(app)  # unknown tasks and settled jobs, see runs/jobs.py
+    quiet_aborts()  # no CancelledError traceback for a job aborted by its timeout, in any worker
     current = list(app.worker_defaults.get("worker_middleware") or [])
     if middleware is None and any(isinstance(m, RunMiddleware) for m in current):
         return app

@@ -28,6 +28,8 @@ before they return (``tick.replan`` on the same connection), so ``next_run_at`` 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -42,7 +44,7 @@ from agentlab_sched._plain import plain
 from agentlab_sched.database import queries
 from agentlab_sched.errors import NotFound, SchedError
 from agentlab_sched.firing import tick
-from agentlab_sched.messages import term
+from agentlab_sched.messages import CATALOG, term
 from agentlab_sched.schedules import cron as cronlib
 from agentlab_sched.schedules import options as option_table
 from agentlab_sched.schedules import planner
@@ -179,6 +181,64 @@ class ScheduleStatus(_Record):
     webhook: str | None
 
 
+#: The Python type of every argument the admin functions take besides the options. Not ``inputs``: any JSON
+#: reaches the database, which says what kind of value it needs, as it does to SQL and the CLI.
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "name": str, "cron": str, "task": str, "timezone": str, "new_name": str,
+    "expected_version": int, "reason": str, "now": datetime, "after": datetime, "n": int, "command": str,
+    "database": str, "username": str, "statement_timeout": timedelta,
+    **{o.name: o.py_type for o in option_table.OPTIONS},
+}  # fmt: skip
+
+
+def _type_term(value: object) -> dict[str, object]:
+    for kind in (bool, str, int, float, timedelta, datetime, Mapping, list, tuple):
+        if isinstance(value, kind):
+            return term(f"schedule.type.{kind.__name__}")
+    return term("schedule.type.other", name=type(value).__name__)
+
+
+def _shown(value: object) -> str:
+    return f'"{value}"' if isinstance(value, str) else str(value)
+
+
+def checked(fn: Any) -> Any:
+    """Refuse what Python would only discover later, or never: an argument the function does not have
+    (:class:`~agentlab_sched.errors.UnknownArgument`, also a TypeError, listing the ones it has), a value
+    of the wrong type (``misfire_grace="1h"``: a ValidationError naming the field), a time without a
+    zone. All before anything is sent to the database."""
+    signature = inspect.signature(fn)
+    accepts_options = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values())
+    names = [p for p in signature.parameters if p != "conn" and signature.parameters[p].kind.name != "VAR_KEYWORD"]
+    allowed = names + (list(OPTIONS) if accepts_options else [])
+
+    @functools.wraps(fn)
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        for key in kwargs:
+            if key not in allowed:
+                raise errors.UnknownArgument(
+                    "schedule.unknown_argument", key, function=fn.__name__, name=key, allowed=allowed
+                )
+        bound = signature.bind_partial(*args, **kwargs)
+        values = {**bound.arguments, **bound.arguments.get("options", {})}
+        for key, value in values.items():
+            expected = _TYPES.get(key)
+            if value is None or expected is None:
+                continue
+            wrong = not isinstance(value, expected) or (isinstance(value, bool) and expected is int)
+            if wrong:
+                example = expected if isinstance(expected, type) else expected[0]
+                raise errors.ValidationError(
+                    "schedule.wrong_type", key, field=_term(key), value=_shown(value), given=_type_term(value),
+                    expected=term(f"schedule.type.{example.__name__}"),
+                )  # fmt: skip
+            if isinstance(value, datetime) and value.tzinfo is None:
+                raise errors.ValidationError("schedule.naive_time", key, field=_term(key), value=str(value))
+        return await fn(*args, **kwargs)
+
+    return call
+
+
 def _check_cron_and_zone(cron_expr: str | None, timezone: str | None, inputs: Any = None) -> None:
     """The same checks the database makes, made here first (the same messages); inputs over their size
     limit are refused before they are sent."""
@@ -204,7 +264,7 @@ async def _fetch(conn: psycopg.AsyncConnection[Any], name: str) -> Schedule:
 
 async def _call(conn: psycopg.AsyncConnection[Any], query: str, params: Mapping[str, Any]) -> Any:
     """The value of named query ``query``, the database's refusals raised as SchedError."""
-    with errors.translated():
+    with errors.translated(), errors.database_warnings(conn):
         return await queries.value(conn, query, params)
 
 
@@ -221,6 +281,7 @@ def _arguments(given: Mapping[str, Any], **changed: Any) -> dict[str, Any]:
     return values
 
 
+@checked
 async def schedule(
     conn: psycopg.AsyncConnection[Any],
     name: str,
@@ -264,6 +325,7 @@ async def schedule(
 create_or_update = schedule
 
 
+@checked
 async def schedule_sql(
     conn: psycopg.AsyncConnection[Any],
     name: str,
@@ -295,6 +357,7 @@ async def schedule_sql(
         return await _fetch(conn, name)
 
 
+@checked
 async def create(
     conn: psycopg.AsyncConnection[Any],
     name: str,
@@ -310,9 +373,6 @@ async def create(
 
     ``options`` are the keyword arguments of :func:`schedule` (queue, overlap, misfire_grace, ...).
     """
-    unknown = set(options) - set(OPTIONS)
-    if unknown:
-        raise TypeError(f"create() got unexpected keyword arguments: {', '.join(sorted(unknown))}")
     _check_cron_and_zone(cron, timezone, inputs)
     params = _arguments(options, name=name, cron=cron, task=task, inputs={} if inputs is None else inputs)
     params["timezone"] = timezone
@@ -323,6 +383,7 @@ async def create(
         return await _fetch(conn, name)
 
 
+@checked
 async def alter(
     conn: psycopg.AsyncConnection[Any],
     name: str,
@@ -371,11 +432,13 @@ async def alter(
         return current
 
 
+@checked
 async def unschedule(conn: psycopg.AsyncConnection[Any], name: str) -> bool:
     """Delete schedule ``name`` and its ledger (its runs stay, unlinked); False when there was none."""
     return bool(await _call(conn, "unschedule", {"name": name}))
 
 
+@checked
 async def pause(conn: psycopg.AsyncConnection[Any], name: str, reason: str | None = None) -> Schedule:
     """Stop firing schedule ``name`` (``enabled = false``), recording ``reason``; a no-op when paused.
 
@@ -386,6 +449,7 @@ async def pause(conn: psycopg.AsyncConnection[Any], name: str, reason: str | Non
         return await _fetch(conn, name)
 
 
+@checked
 async def resume(conn: psycopg.AsyncConnection[Any], name: str, *, now: datetime | None = None) -> Schedule:
     """Fire schedule ``name`` again: the next fire is the first due time after ``now`` (the paused time
     is never replayed); clears the pause reason and the failure count. A no-op when it is not paused."""
@@ -398,12 +462,14 @@ async def resume(conn: psycopg.AsyncConnection[Any], name: str, *, now: datetime
         return current
 
 
+@checked
 async def get(conn: psycopg.AsyncConnection[Any], name: str) -> Schedule:
     """Schedule ``name``; :class:`NotFound` when there is none."""
     with errors.translated():
         return await _fetch(conn, name)
 
 
+@checked
 async def status(conn: psycopg.AsyncConnection[Any], name: str) -> ScheduleStatus:
     """The ``schedule_status`` row of schedule ``name``; :class:`NotFound` when there is none."""
     with errors.translated():
@@ -419,6 +485,7 @@ async def list_schedules(conn: psycopg.AsyncConnection[Any]) -> list[ScheduleSta
         return await queries.rows(conn, "schedule_statuses", None, ScheduleStatus)
 
 
+@checked
 async def upcoming(
     conn: psycopg.AsyncConnection[Any],
     name: str,
@@ -459,5 +526,7 @@ async def upcoming(
     return list(times)
 
 
-def _term(field: str) -> dict[str, object]:
-    return term(f"schedule.field.{field}")
+def _term(field: str) -> object:
+    """A field's name in the reader's language (the argument's own name where the catalogue has none)."""
+    code = f"schedule.field.{field}"
+    return term(code) if code in CATALOG else field

@@ -118,31 +118,6 @@ CREATE DATABASE {database}
 -- The locale SQL renders this session's messages in.
 SELECT set_config('agentlab_sched.locale', %(locale)s, false)
 
--- name: server_version
--- The PostgreSQL version, for agentlab-sched doctor.
-SHOW server_version
-
--- name: doctor_counts
--- What agentlab-sched doctor reports: migrations applied, live workers, overdue schedules.
-SELECT (SELECT count(*) FROM agentlab_sched.schema_migrations) AS migrations,
-       (SELECT count(*) FROM procrastinate_workers WHERE last_heartbeat > now() - interval '30 seconds') AS workers,
-       (SELECT count(*) FROM agentlab_sched.schedules
-        WHERE enabled AND next_run_at < now() - interval '60 seconds') AS overdue
-
--- name: seed_demo_schedule
--- A demo schedule of agentlab-sched dev, created or brought back to its cron and enabled.
-INSERT INTO agentlab_sched.schedules (name, cron, task, inputs, timezone)
-VALUES (%(name)s, %(cron)s, %(task)s, %(inputs)s::jsonb, 'UTC')
-ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, enabled = true, replan = 'now'
-
--- name: recent_fires
--- The live view of agentlab-sched dev: the fires of the last minute with their runs.
-SELECT f.id, f.fire_at, s.name, f.kind, f.status, f.reason, r.id::text AS run_id, r.status AS run_status
-FROM agentlab_sched.fires f JOIN agentlab_sched.schedules s ON s.id = f.schedule_id
-LEFT JOIN agentlab_sched.runs r ON r.id = f.run_id
-WHERE f.created_at > now() - interval '1 minute'
-ORDER BY f.id
-
 -- name: schedule_timezone
 -- The time zone of schedule %(name)s.
 SELECT timezone FROM agentlab_sched.schedules WHERE name = %(name)s

@@ -76,8 +76,9 @@ SELECT agentlab_sched.backfill(%(name)s, %(start)s, %(end)s, %(overlap)s) AS id
 SELECT agentlab_sched.label_request(%(id)s, %(requested_by)s::text)
 
 -- name: fire_outcomes
--- The ledger rows %(ids)s, as the outcome of a trigger or a backfill.
-SELECT id AS fire_id, status, run_id::text AS run_id, fire_at, reason, reason_code
+-- The ledger rows %(ids)s, as the outcome of a trigger or a backfill (reasons in the session's locale).
+SELECT id AS fire_id, status, run_id::text AS run_id, fire_at,
+       agentlab_sched.reason_text(reason_code, reason_params, reason) AS reason, reason_code
 FROM agentlab_sched.fires WHERE id = ANY(%(ids)s) ORDER BY fire_at, id
 
 -- name: next_wake

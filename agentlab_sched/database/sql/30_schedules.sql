@@ -231,7 +231,16 @@ BEGIN
         PERFORM agentlab_sched.validate_text('session_key', NEW.session_key, 200, false);
     END IF;
     IF NOT ins THEN
-        -- Bookkeeping only (a tick advancing next_run_at, counting failures): nothing else to validate.
+        -- Kept by this trigger, never set: an UPDATE that tries is refused rather than silently ignored.
+        IF NEW.version IS DISTINCT FROM OLD.version THEN
+            PERFORM agentlab_sched.fail('schedule.read_only', 'version', jsonb_build_object(
+                'field', agentlab_sched.field_term('version'), 'value', NEW.version));
+        END IF;
+        IF NEW.created_at IS DISTINCT FROM OLD.created_at THEN
+            PERFORM agentlab_sched.fail('schedule.read_only', 'created_at', jsonb_build_object(
+                'field', agentlab_sched.field_term('created_at'), 'value', NEW.created_at));
+        END IF;
+        -- Bookkeeping only (a tick advancing next_run_at, counting failures): nothing to validate.
         same := NEW;
         same.next_run_at := OLD.next_run_at;
         same.replan := OLD.replan;
@@ -322,6 +331,15 @@ BEGIN
     -- A built-in task's inputs (the sql task: its shape and who may run SQL as whom, 32_sql_task.sql).
     IF ins OR NEW.task IS DISTINCT FROM OLD.task OR NEW.inputs IS DISTINCT FROM OLD.inputs THEN
         PERFORM agentlab_sched.check_task_inputs(NEW.task, NEW.inputs);
+    END IF;
+    -- A task no live worker has registered is accepted (the worker may start later) with a warning: its
+    -- fires would be refused until one does (40_firing.sql).
+    IF (ins OR NEW.task IS DISTINCT FROM OLD.task) AND NEW.task IS NOT NULL
+       AND NOT agentlab_sched.task_registered(NEW.task) THEN
+        RAISE WARNING USING
+            MESSAGE = agentlab_sched.msg('schedule.task_not_registered', jsonb_build_object('task', NEW.task)),
+            DETAIL = jsonb_build_object('code', 'schedule.task_not_registered', 'field', 'task',
+                                        'params', jsonb_build_object('task', NEW.task))::text;
     END IF;
     -- Every option by its row of schedule_options (the copy of schedules/options.py), in table order.
     new_values := to_jsonb(NEW);

@@ -268,6 +268,7 @@ DECLARE
     job_lock text;
     code text;
     params jsonb;
+    problem text;
     session text;
 BEGIN
     IF EXISTS (SELECT 1 FROM agentlab_sched.fires f
@@ -298,7 +299,8 @@ BEGIN
                 params := jsonb_build_object('run', left(blocking.id::text, 6), 'run_id', blocking.id);
                 fid := agentlab_sched.record_fire(s.id, at, fire_kind, 'skipped_overlap', code, params, NULL, who);
                 RETURN jsonb_build_object('fire_id', fid, 'status', CASE WHEN fid IS NULL THEN 'duplicate'
-                                          ELSE 'skipped_overlap' END, 'reason_code', code);
+                                          ELSE 'skipped_overlap' END, 'reason_code', code,
+                                          'reason_params', params);
             END IF;
         ELSIF s.overlap = 'buffer_one' THEN
             -- At most one run waiting for its first start, checked here under the schedule's row lock. No
@@ -311,7 +313,8 @@ BEGIN
                 params := '{}'::jsonb;
                 fid := agentlab_sched.record_fire(s.id, at, fire_kind, 'skipped_overlap', code, params, NULL, who);
                 RETURN jsonb_build_object('fire_id', fid, 'status', CASE WHEN fid IS NULL THEN 'duplicate'
-                                          ELSE 'skipped_overlap' END, 'reason_code', code);
+                                          ELSE 'skipped_overlap' END, 'reason_code', code,
+                                          'reason_params', params);
             END IF;
         ELSIF s.overlap = 'buffer_all' THEN
             job_lock := lock_key;
@@ -325,15 +328,19 @@ BEGIN
         BEGIN
             rendered := agentlab_sched.render_inputs(coalesce(override, s.inputs), at, s.timezone, s.name, fire_kind);
         EXCEPTION WHEN invalid_parameter_value THEN
+            -- Kept as the refusal's code and parameters, so that it reads in the reader's language.
+            GET STACKED DIAGNOSTICS problem = PG_EXCEPTION_DETAIL;
             code := 'launch.bad_inputs';
-            params := jsonb_build_object('problem', SQLERRM);
+            params := jsonb_build_object('problem', CASE WHEN problem LIKE '{%'
+                THEN jsonb_build_object('msg', problem::jsonb ->> 'code', 'params', problem::jsonb -> 'params')
+                ELSE to_jsonb(SQLERRM) END);
         END;
     END IF;
 
     IF code IS NOT NULL THEN
         fid := agentlab_sched.record_fire(s.id, at, fire_kind, 'failed_to_start', code, params, NULL, who);
         RETURN jsonb_build_object('fire_id', fid, 'status', CASE WHEN fid IS NULL THEN 'duplicate'
-                                  ELSE 'failed_to_start' END, 'reason_code', code);
+                                  ELSE 'failed_to_start' END, 'reason_code', code, 'reason_params', params);
     END IF;
 
     IF s.context = 'persistent' THEN
@@ -715,6 +722,16 @@ BEGIN
     UPDATE agentlab_sched.schedules SET resolving_until = NULL WHERE id = ANY (ids) AND resolving_until IS NOT NULL;
     RETURN stale || agentlab_sched.apply_plans(current, now, isolate);
 END
+$$;
+
+-- Whether a live worker has registered `task` (within 10 minutes: the rule launch() applies to refuse a fire
+-- of a task nobody runs). Saving a schedule for a task that is not registered warns; doctor lists them.
+CREATE OR REPLACE FUNCTION agentlab_sched.task_registered(task text) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (SELECT 1 FROM agentlab_sched.known_tasks k
+                   WHERE k.task = task_registered.task AND k.seen_at > clock_timestamp() - interval '10 minutes')
 $$;
 
 -- Register the tasks a live worker can run (a fire for a task nobody runs is refused, not queued).

@@ -188,6 +188,8 @@ AS $$
         'session_key', r.session_key, 'state', r.state, 'inputs', r.inputs, 'task', r.task,
         'started_by', r.started_by, 'timeout_seconds', extract(epoch FROM r.timeout),
         'seconds_left', extract(epoch FROM r.deadline_at - clock_timestamp()),
+        -- How late the job starts after its fire's due time (a worker's metrics and run line).
+        'late_seconds', extract(epoch FROM clock_timestamp() - f.fire_at),
         'approval', (SELECT to_jsonb(a) - 'job_id' FROM agentlab_sched.approvals a
                      WHERE a.run_id = r.id AND a.segment = r.segment - 1)) END
     FROM agentlab_sched.runs r

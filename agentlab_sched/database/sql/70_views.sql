@@ -13,6 +13,23 @@ AS $$
         60))
 $$;
 
+-- A ledger reason in the reader's language (the session's agentlab_sched.locale): rendered at read time
+-- from its code and parameters, so one ledger written by workers in different locales reads in one
+-- language. The text recorded with the row is used when there is no code the catalogue knows (a
+-- resolver's refusal without parameters, rows from older versions).
+CREATE OR REPLACE FUNCTION agentlab_sched.reason_text(code text, params jsonb, recorded text) RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE
+        WHEN code IS NULL THEN recorded
+        WHEN code = 'launch.refused' AND NOT coalesce(params ? 'reason', false) THEN recorded
+        WHEN EXISTS (SELECT 1 FROM agentlab_sched.messages m WHERE m.code = reason_text.code)
+            THEN agentlab_sched.msg(code, coalesce(params, '{}'::jsonb))
+        ELSE recorded
+    END
+$$;
+
 -- One row per schedule: what it is, when it fires next, how its last fire and run went. Webhook URL and
 -- secret are never shown: only the format, a hint of the URL (its host) and whether a secret is set.
 CREATE OR REPLACE VIEW agentlab_sched.schedule_status AS
@@ -30,7 +47,7 @@ SELECT
     lf.kind AS last_fire_kind,
     lf.status AS last_fire_status,
     lf.reason_code AS last_fire_reason_code,
-    lf.reason AS last_fire_reason,
+    agentlab_sched.reason_text(lf.reason_code, lf.reason_params, lf.reason) AS last_fire_reason,
     lr.id AS last_run_id,
     lr.status AS last_run_status,
     lr.created_at AS last_run_created_at,
@@ -52,7 +69,7 @@ SELECT
     END AS webhook
 FROM agentlab_sched.schedules s
 LEFT JOIN LATERAL (
-    SELECT f.id, f.fire_at, f.kind, f.status, f.reason_code, f.reason
+    SELECT f.id, f.fire_at, f.kind, f.status, f.reason_code, f.reason_params, f.reason
     FROM agentlab_sched.fires f
     WHERE f.schedule_id = s.id
     ORDER BY f.fire_at DESC, f.id DESC
@@ -76,12 +93,15 @@ SELECT
     f.kind,
     f.status,
     f.reason_code,
-    f.reason,
+    agentlab_sched.reason_text(f.reason_code, f.reason_params, f.reason) AS reason,
     f.run_id,
     r.status AS run_status,
     f.created_at,
     f.requested_by,
-    s.timezone
+    s.timezone,
+    f.reason_params,
+    -- The reason as the worker that wrote the row rendered it (in its locale).
+    f.reason AS reason_recorded
 FROM agentlab_sched.fires f
 JOIN agentlab_sched.schedules s ON s.id = f.schedule_id
 LEFT JOIN agentlab_sched.runs r ON r.id = f.run_id

@@ -56,7 +56,9 @@ AS $$
             'run_context', 'await_approval', 'record_task_error', 'record_result', 'record_unknown_task',
             'hand_back_job', 'mark_shutdown',
             'finish_after_abort', 'renew_session', 'housekeeping', 'detect_suspended', 'enforce_timeouts',
-            'time_out_run']
+            'time_out_run',
+            -- what a worker says of itself (agentlab-sched doctor reads it)
+            'report_worker', 'forget_worker']
         ELSE ARRAY[]::text[]
     END
 $$;

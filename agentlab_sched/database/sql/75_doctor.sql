@@ -1,0 +1,116 @@
+-- What `agentlab-sched doctor` looks at, in one call: the facts, as JSON; Python judges them
+-- (agentlab_sched/observe/health.py) and says what needs a person.
+--
+-- `stall`: a worker whose heartbeat is older is not alive (Procrastinate's stalled-worker window);
+-- `recent`: how far back failures count (failed fire requests, notifications given up on).
+CREATE OR REPLACE FUNCTION agentlab_sched.doctor_facts(stall interval DEFAULT interval '30 seconds',
+                                                       recent interval DEFAULT interval '1 day')
+RETURNS jsonb
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH t AS (SELECT clock_timestamp() AS now)
+    SELECT jsonb_build_object(
+        'now', t.now,
+        'server_version', current_setting('server_version'),
+        'migrations', (SELECT coalesce(jsonb_agg(m.name ORDER BY m.name), '[]'::jsonb)
+                       FROM agentlab_sched.schema_migrations m),
+        'fingerprint', (SELECT c.value FROM agentlab_sched.config c WHERE c.key = 'schema_fingerprint'),
+        -- Live workers as Procrastinate counts them (any worker: ours or a plain `procrastinate worker`).
+        'procrastinate_workers', (SELECT count(*) FROM public.procrastinate_workers p WHERE p.last_heartbeat > t.now - stall),
+        -- What workers reported of themselves; `alive` by their own report (ours) or Procrastinate's heartbeat.
+        'workers', coalesce((
+            SELECT jsonb_agg(jsonb_build_object(
+                'name', w.name, 'kind', w.kind, 'host', w.host, 'pid', w.pid, 'app', w.app, 'queues', w.queues,
+                'concurrency', w.concurrency, 'fires', w.fires, 'notifies', w.notifies,
+                'clock_skew', w.clock_skew, 'seen_at', w.seen_at,
+                'alive', CASE WHEN w.kind = 'agentlab-sched' THEN w.seen_at > t.now - stall
+                              ELSE EXISTS (SELECT 1 FROM public.procrastinate_workers p
+                                           WHERE p.id = w.procrastinate_worker_id AND p.last_heartbeat > t.now - stall)
+                         END) ORDER BY w.name)
+            FROM agentlab_sched.workers w), '[]'::jsonb),
+        -- The queue the tick runs on, as its latest job says (AGENTLAB_SCHED_SCHEDULER_QUEUE of the workers).
+        'tick_queue', (SELECT j.queue_name FROM public.procrastinate_jobs j WHERE j.task_name = 'agentlab_sched:tick'
+                       ORDER BY j.id DESC LIMIT 1),
+        'schedules', (SELECT count(*) FROM agentlab_sched.schedules),
+        'enabled', (SELECT count(*) FROM agentlab_sched.schedules WHERE enabled),
+        'paused', (SELECT count(*) FROM agentlab_sched.schedules
+                   WHERE NOT enabled AND NOT (pause_after_failures IS NOT NULL
+                                             AND consecutive_failures >= pause_after_failures)),
+        'overdue', coalesce((
+            SELECT jsonb_agg(jsonb_build_object('name', o.name, 'problem', o.problem, 'timezone', o.timezone,
+                                                'next_run_at', o.next_run_at,
+                                                'late_seconds', extract(epoch FROM o.late_by)) ORDER BY o.late_by DESC)
+            FROM agentlab_sched.overdue o), '[]'::jsonb),
+        -- Enabled, yet nothing is pending and nothing to plan: stopped (its cron no longer parses), unless it
+        -- simply ended (ends_at past, no runs left).
+        'stopped', coalesce((
+            SELECT jsonb_agg(jsonb_build_object(
+                'name', s.name, 'reason_code', lf.reason_code,
+                'reason', agentlab_sched.reason_text(lf.reason_code, lf.reason_params, lf.reason)) ORDER BY s.name)
+            FROM agentlab_sched.schedules s
+            LEFT JOIN LATERAL (SELECT f.reason_code, f.reason_params, f.reason FROM agentlab_sched.fires f
+                               WHERE f.schedule_id = s.id ORDER BY f.fire_at DESC, f.id DESC LIMIT 1) lf ON true
+            WHERE s.enabled AND s.next_run_at IS NULL AND s.replan IS NULL
+              AND NOT coalesce(s.ends_at <= t.now, false) AND s.remaining_runs IS DISTINCT FROM 0), '[]'::jsonb),
+        'paused_after_failures', coalesce((
+            SELECT jsonb_agg(jsonb_build_object('name', s.name, 'failures', s.consecutive_failures,
+                                                'paused_at', s.paused_at, 'timezone', s.timezone) ORDER BY s.name)
+            FROM agentlab_sched.schedules s
+            WHERE NOT s.enabled AND s.pause_after_failures IS NOT NULL
+              AND s.consecutive_failures >= s.pause_after_failures), '[]'::jsonb),
+        'unregistered_tasks', coalesce((
+            SELECT jsonb_agg(jsonb_build_object('task', u.task, 'schedules', u.names) ORDER BY u.task)
+            FROM (SELECT s.task, jsonb_agg(s.name ORDER BY s.name) AS names FROM agentlab_sched.schedules s
+                  WHERE s.enabled AND NOT agentlab_sched.task_registered(s.task) GROUP BY s.task) u), '[]'::jsonb),
+        'suspended_runs', coalesce((
+            SELECT jsonb_agg(jsonb_build_object('run', left(r.id::text, 6), 'run_id', r.id, 'schedule', s.name,
+                                                'since', coalesce(r.suspended_at, r.updated_at)) ORDER BY r.created_at)
+            FROM agentlab_sched.runs r LEFT JOIN agentlab_sched.schedules s ON s.id = r.schedule_id
+            WHERE r.status = 'suspended'), '[]'::jsonb),
+        'failed_requests', coalesce((
+            SELECT jsonb_agg(jsonb_build_object(
+                'id', q.id, 'schedule', s.name, 'kind', q.kind, 'error_code', q.error_code,
+                'error', agentlab_sched.reason_text(q.error_code, q.error_params, q.error),
+                'requested_at', q.requested_at) ORDER BY q.id)
+            FROM agentlab_sched.fire_requests q JOIN agentlab_sched.schedules s ON s.id = q.schedule_id
+            WHERE (q.error IS NOT NULL OR q.error_code IS NOT NULL) AND q.requested_at > t.now - recent),
+            '[]'::jsonb),
+        'waiting_requests', coalesce((
+            SELECT jsonb_agg(jsonb_build_object('id', q.id, 'schedule', s.name, 'kind', q.kind,
+                                                'waiting_seconds', extract(epoch FROM t.now - q.requested_at))
+                             ORDER BY q.id)
+            FROM agentlab_sched.fire_requests q JOIN agentlab_sched.schedules s ON s.id = q.schedule_id
+            WHERE q.done_at IS NULL AND q.requested_at < t.now - interval '1 minute'), '[]'::jsonb),
+        'outbox', (SELECT jsonb_build_object(
+                       'pending', count(*) FILTER (WHERE o.status = 'pending'),
+                       'retrying', count(*) FILTER (WHERE o.status = 'pending' AND o.attempts > 0),
+                       'oldest_seconds', extract(epoch FROM t.now - min(o.created_at) FILTER (WHERE o.status = 'pending')),
+                       'failed', count(*) FILTER (WHERE o.status = 'failed' AND o.created_at > t.now - recent))
+                   FROM agentlab_sched.outbox o WHERE o.status IN ('pending', 'failed')),
+        'failing_notifications', coalesce((
+            SELECT jsonb_agg(jsonb_build_object('schedule', s.name, 'status', o.status, 'attempts', o.attempts,
+                                                'error', o.last_error, 'event', o.event) ORDER BY o.id DESC)
+            FROM (SELECT * FROM agentlab_sched.outbox o
+                  WHERE (o.status = 'pending' AND o.attempts > 0)
+                     OR (o.status = 'failed' AND o.created_at > t.now - recent)
+                  ORDER BY o.id DESC LIMIT 20) o
+            LEFT JOIN agentlab_sched.schedules s ON s.id = o.schedule_id), '[]'::jsonb),
+        'webhooks', coalesce((
+            SELECT jsonb_agg(jsonb_build_object('id', s.id, 'name', s.name, 'url', s.webhook_url_enc,
+                                                'secret', s.webhook_secret_enc) ORDER BY s.name)
+            FROM agentlab_sched.schedules s WHERE s.webhook_url_enc IS NOT NULL), '[]'::jsonb),
+        -- The scheduler's own jobs (the tick, housekeeping) waiting for more than a minute: no live worker
+        -- takes their queue.
+        'waiting_jobs', coalesce((
+            SELECT jsonb_agg(jsonb_build_object('queue', j.queue_name, 'task', j.task_name,
+                                                'waiting_seconds', extract(epoch FROM t.now - e.at)))
+            FROM public.procrastinate_jobs j
+            JOIN LATERAL (SELECT min(ev.at) AS at FROM public.procrastinate_events ev
+                          WHERE ev.job_id = j.id AND ev.type = 'deferred') e ON true
+            WHERE j.status = 'todo' AND j.task_name LIKE 'agentlab_sched:%'
+              AND (j.scheduled_at IS NULL OR j.scheduled_at <= t.now)
+              AND e.at < t.now - interval '1 minute'), '[]'::jsonb)
+    )
+    FROM t
+$$;

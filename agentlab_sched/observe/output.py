@@ -1,0 +1,139 @@
+"""How `agentlab-sched worker` and `dev` print: one line per event in the reader's language, or JSON lines.
+
+:func:`configure` installs one handler on the root logger (stdout). ``lines``: the events of
+:mod:`.events` as sentences (the ready line, one per fire and run change), other records as
+``warning: ...``; ``json``: one object per record with ``time``, ``level``, ``logger``, ``event``,
+``message`` and the stable fields of :data:`.events.FIELDS` always present (null where they do not apply),
+then the record's other fields. ``quiet``: only warnings and errors. Procrastinate's own INFO records
+(every job started and ended) stay out of the lines: the run lines say it in fewer words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from procrastinate import exceptions as pexc
+
+from agentlab_sched import messages
+from agentlab_sched.observe import events
+
+__all__ = ["FORMATS", "JsonFormatter", "LineFormatter", "configure", "quiet_aborts"]
+
+#: ``--log-format`` values.
+FORMATS = ("lines", "json")
+
+#: Attributes every LogRecord has: what is left is what the caller passed as ``extra=``.
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime", "taskName"}
+
+
+def _extra(record: logging.LogRecord) -> dict[str, Any]:
+    return {k: v for k, v in vars(record).items() if k not in _STANDARD}
+
+
+class LineFormatter(logging.Formatter):
+    """Events as one sentence in ``locale``; anything else as ``level: message``. ``clean`` makes the line
+    fit for a terminal (the CLI escapes control characters of names and reasons with it)."""
+
+    def __init__(self, locale: str, clean: Callable[[str], str] | None = None) -> None:
+        super().__init__()
+        self.locale = locale
+        self.clean = clean or (lambda line: line)
+
+    def format(self, record: logging.LogRecord) -> str:
+        data = vars(record)
+        event = data.get("event")
+        if event == "fire":
+            line = events.fire_line(data, self.locale)
+        elif event == "run":
+            line = "    " + events.run_line(data, self.locale)
+        elif event in ("ready", "stopped"):
+            line = events.worker_line(event, data, self.locale)
+        else:
+            level = f"log.{record.levelname.lower()}"
+            name = messages.render(level, self.locale) if level in messages.CATALOG else record.levelname.lower()
+            line = messages.render("event.because", self.locale, line=name, why=record.getMessage())
+            if record.exc_info and not _is_cancellation(record.exc_info[1]):
+                return self.clean(line) + "\n" + self.formatException(record.exc_info)
+        return self.clean(line)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record: stable keys first, then the record's own fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        extra = _extra(record)
+        data: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "event": extra.pop("event", None),
+            "message": record.getMessage(),
+        }
+        for name in events.FIELDS:
+            data[name] = extra.pop(name, None)
+        data.update(extra)
+        if record.exc_info and not _is_cancellation(record.exc_info[1]):
+            data["exception"] = self.formatException(record.exc_info)
+        return json.dumps(data, ensure_ascii=False, default=str)
+
+
+def _is_cancellation(exc: BaseException | None) -> bool:
+    return isinstance(exc, asyncio.CancelledError | pexc.JobAborted)
+
+
+class _QuietAborts(logging.Filter):
+    """Procrastinate logs a job aborted for its timeout (or a cancel) with the CancelledError that stopped it:
+    the run line says what happened, a traceback says nothing more."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and _is_cancellation(record.exc_info[1]):
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+_quiet_aborts = _QuietAborts()
+
+
+def quiet_aborts() -> None:
+    """No CancelledError traceback when Procrastinate reports an aborted job (also in `procrastinate worker`)."""
+    worker_logger = logging.getLogger("procrastinate.worker")
+    if _quiet_aborts not in worker_logger.filters:
+        worker_logger.addFilter(_quiet_aborts)
+
+
+@contextmanager
+def configure(
+    fmt: str = "lines",
+    *,
+    locale: str = "en",
+    quiet: bool = False,
+    stream: TextIO | None = None,
+    clean: Callable[[str], str] | None = None,
+) -> Iterator[None]:
+    """Print log records as ``fmt`` while the block runs (the previous logging set-up comes back after)."""
+    quiet_aborts()
+    root = logging.getLogger()
+    ours = logging.getLogger("agentlab_sched")
+    theirs = logging.getLogger("procrastinate")
+    handler = logging.StreamHandler(stream or sys.stdout)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else LineFormatter(locale, clean))
+    saved = (root.level, ours.level, theirs.level, list(root.handlers))
+    root.handlers = [handler]
+    root.setLevel(logging.WARNING)
+    ours.setLevel(logging.WARNING if quiet else logging.INFO)
+    theirs.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        root.handlers = saved[3]
+        root.setLevel(saved[0])
+        ours.setLevel(saved[1])
+        theirs.setLevel(saved[2])

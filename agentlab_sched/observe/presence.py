@@ -1,0 +1,134 @@
+"""Workers say what they run (``agentlab_sched.workers``), so that `agentlab-sched doctor` can tell which are
+alive, which queues they take, whether anything fires, and how far their clocks are from the database's.
+
+- `agentlab-sched worker` reports every :data:`EVERY` seconds (:class:`Presence`) and removes its row when
+  it stops;
+- a plain `procrastinate worker` whose app has the run middleware reports when it runs an agentlab-sched
+  job, at most every :data:`EVERY` seconds (:func:`seen_by`); its liveness is Procrastinate's heartbeat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import procrastinate
+
+from agentlab_sched.database import queries
+
+logger = logging.getLogger(__name__)
+
+#: Seconds between two reports of one worker.
+EVERY = 10.0
+#: The key of ``additional_context`` by which `agentlab-sched worker` marks its own jobs.
+CONTEXT_KEY = "agentlab_sched_worker"
+
+
+@dataclass(frozen=True)
+class Report:
+    """What one worker runs."""
+
+    name: str
+    kind: str
+    app: str | None
+    queues: tuple[str, ...] | None
+    concurrency: int | None
+    fires: bool = False
+    notifies: bool = False
+    procrastinate_worker_id: int | None = None
+    host: str = socket.gethostname()
+    pid: int = os.getpid()
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "worker": self.name, "kind": self.kind, "host": self.host, "pid": self.pid, "app": self.app,
+            "queues": list(self.queues) if self.queues else None, "concurrency": self.concurrency,
+            "fires": self.fires, "notifies": self.notifies, "clock": datetime.now(UTC),
+            "procrastinate_worker_id": self.procrastinate_worker_id,
+        }  # fmt: skip
+
+
+def worker_name() -> str:
+    """A name for this process's worker: host, pid and start time."""
+    return f"{socket.gethostname()}:{os.getpid()}:{int(time.time())}"
+
+
+async def send(app: procrastinate.App, report: Report) -> None:
+    await queries.connector_one(app.connector, "report_worker", **report.params())
+
+
+class Presence:
+    """`agentlab-sched worker`'s reports: one at start, then every :data:`EVERY` seconds; removed at stop."""
+
+    def __init__(self, app: procrastinate.App, report: Report) -> None:
+        self.app = app
+        self.report = report
+        self._task: asyncio.Task[None] | None = None
+
+    def update(self, **changes: Any) -> None:
+        self.report = replace(self.report, **changes)
+
+    async def start(self) -> None:
+        try:
+            await send(self.app, self.report)
+        except Exception as exc:  # the worker runs anyway; doctor will not see it until a report gets through
+            logger.warning("could not report this worker to the database: %s", exc)
+        self._task = asyncio.create_task(self._loop(), name="agentlab-sched-presence")
+
+    async def _loop(self) -> None:
+        failing = False
+        while True:
+            await asyncio.sleep(EVERY)
+            try:
+                await send(self.app, self.report)
+                failing = False
+            except Exception as exc:
+                if not failing:  # once per outage, not every 10 s
+                    logger.warning("could not report this worker to the database: %s", exc)
+                failing = True
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(
+                queries.connector_one(self.app.connector, "forget_worker", worker=self.report.name),
+                timeout=1.0,
+            )
+
+
+_seen: dict[int, float] = {}
+
+
+async def seen_by(context: procrastinate.JobContext, worker: Any) -> None:
+    """A plain Procrastinate worker runs an agentlab-sched job: report it (throttled; never raises)."""
+    if context.additional_context and context.additional_context.get(CONTEXT_KEY):
+        return  # `agentlab-sched worker` reports itself
+    key = id(worker)
+    now = time.monotonic()
+    if now - _seen.get(key, -EVERY) < EVERY:
+        return
+    _seen[key] = now
+    worker_id = getattr(worker, "worker_id", None)
+    queues = getattr(worker, "queues", None)
+    report = Report(
+        name=f"{socket.gethostname()}:{os.getpid()}:{worker_id}",
+        kind="procrastinate",
+        app=None,
+        queues=tuple(queues) if queues else None,
+        concurrency=getattr(worker, "concurrency", None),
+        procrastinate_worker_id=worker_id,
+    )
+    try:
+        await send(context.app, report)
+    except Exception as exc:  # reporting is best effort: the job runs anyway
+        logger.debug("could not report this worker: %s", exc)

@@ -1,0 +1,83 @@
+"""Ledger reasons are rendered when read, in the reader's language (the session's agentlab_sched.locale), from
+their code and parameters: one ledger written by workers in different locales reads in one language."""
+
+from __future__ import annotations
+
+import psycopg
+from typer.testing import CliRunner
+
+from agentlab_sched import database as db
+from agentlab_sched.cli import app
+
+S = "agentlab_sched"
+ENV = {"AGENTLAB_SCHED_LOCALE": None, "AGENTLAB_SCHED_DATABASE_URL": None, "AGENTLAB_SCHED_SECRET_KEY": None}
+EN = "the previous run #1a2b3c is still in progress; this fire was skipped"
+ZH = "上一次运行 #1a2b3c 仍在进行中,本次触发已跳过"
+
+
+def _schedule(conn: psycopg.Connection) -> int:
+    conn.execute(f"SELECT {S}.register_tasks(ARRAY['demo.echo'])")
+    return conn.execute(f"SELECT {S}.schedule('daily', '0 9 * * *', 'demo.echo')").fetchone()["schedule"]
+
+
+def _reasons(url: str, locale: str) -> list[tuple[str | None, str | None]]:
+    with db.connect_sync(url, locale=locale) as conn:
+        rows = conn.execute(f"SELECT reason, reason_recorded FROM {S}.fire_history ORDER BY fire_at").fetchall()
+    return [(r["reason"], r["reason_recorded"]) for r in rows]
+
+
+def test_a_reason_written_in_one_language_reads_in_the_other(db_url: str) -> None:
+    with db.connect_sync(db_url, locale="zh-CN") as writer:  # a worker whose locale is zh-CN
+        sid = _schedule(writer)
+        writer.execute(
+            f"""SELECT {S}.record_fire(%s, '2026-03-01 01:00+00', 'scheduled', 'skipped_overlap',
+                                       'overlap.in_progress', '{{"run": "1a2b3c"}}', NULL)""",
+            (sid,),
+        )
+    assert _reasons(db_url, "en") == [(EN, ZH)]
+    assert _reasons(db_url, "zh-CN") == [(ZH, ZH)]
+    with db.connect_sync(db_url, locale="en") as reader:
+        status = reader.execute(f"SELECT last_fire_reason FROM {S}.schedule_status").fetchone()
+        assert status["last_fire_reason"] == EN
+    # The CLI reads in its own locale.
+    for locale, words in (("en", EN), ("zh-CN", ZH)):
+        result = CliRunner(env=ENV).invoke(app, ["--database-url", db_url, "--locale", locale, "fires", "daily"])
+        assert result.exit_code == 0, result.output
+        assert words in result.stdout
+        shown = CliRunner(env=ENV).invoke(app, ["--database-url", db_url, "--locale", locale, "schedules", "show",
+                                                "daily"])  # fmt: skip
+        assert words in shown.stdout
+
+
+def test_a_refused_launch_of_bad_inputs_keeps_the_refusal_as_a_code(db_url: str) -> None:
+    with db.connect_sync(db_url, locale="en") as writer:
+        sid = _schedule(writer)
+        writer.execute(
+            f"""SELECT {S}.launch(s, '2026-03-01 01:00+00', 'manual', '{{"day": "{{{{ schedule.nope }}}}"}}'::jsonb)
+                FROM {S}.schedules s WHERE s.id = %s""",
+            (sid,),
+        )
+        row = writer.execute(f"SELECT status, reason_code, reason_params FROM {S}.fires").fetchone()
+    assert (row["status"], row["reason_code"]) == ("failed_to_start", "launch.bad_inputs")
+    assert row["reason_params"]["problem"]["msg"] == "inputs.unknown_placeholder"
+    [(en, _)] = _reasons(db_url, "en")
+    [(zh, _)] = _reasons(db_url, "zh-CN")
+    assert en.startswith("inputs: unknown placeholder {{ schedule.nope }}; known: schedule.date")
+    assert zh.startswith("输入参数:不认识的占位符 {{ schedule.nope }};可用的有:schedule.date")
+
+
+def test_a_resolver_refusal_reads_as_written_and_rows_without_a_code_keep_their_text(db_url: str) -> None:
+    with db.connect_sync(db_url, locale="en") as writer:
+        sid = _schedule(writer)
+        for day, code, params, text in (
+            ("01", "launch.refused", '{"reason": "the warehouse is closed today"}', "the warehouse is closed today"),
+            ("02", None, None, "written by hand"),
+            ("03", "launch.refused", "{}", "an older row"),
+        ):
+            writer.execute(
+                f"SELECT {S}.record_fire(%s, %s, 'scheduled', 'failed_to_start', %s, %s, %s)",
+                (sid, f"2026-03-{day} 01:00+00", code, params, text),
+            )
+    expected = ["the warehouse is closed today", "written by hand", "an older row"]
+    assert [r for r, _ in _reasons(db_url, "zh-CN")] == expected
+    assert [r for r, _ in _reasons(db_url, "en")] == expected
