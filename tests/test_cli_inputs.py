@@ -64,6 +64,7 @@ BAD_INPUTS: list[tuple[list[str], str, str]] = [
     (["schedules", "show", "daily", "extra"], 'unexpected argument "extra"', "多了参数「extra」"),
     (["schedules", "show", "nope"], 'no schedule named "nope"', "没有名为「nope」的定时任务"),
     (["schedules", "next", "daily", "-n"], "-n needs a value", "-n 后面需要跟一个值"),
+    (["schedules", "next", "daily", "-n", "1000000"], "count: 1000000 is outside 1-1000", "1000000 超出 1-1000"),
     (["schedules", "list", "--json=yes"], "--json takes no value", "--json 不接受取值"),
     (["schedules", "edit", "daily"], "nothing to change", "没有要修改的内容"),
     (["fires", "--limit", "0"], "--limit: 0 is less than 1", "「--limit」的取值 0 小于 1"),

@@ -5,6 +5,7 @@ worker, failure accounting and what a task reads from current_run(). Waits are b
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import subprocess
@@ -121,7 +122,9 @@ async def _job_in(conn: Conn, job_id: int, status: str) -> dict[str, Any] | None
 # --------------------------------------------------------------------------------------------------
 
 
-async def test_an_async_task_past_its_timeout_is_aborted_on_time(db_url: str, conn: Conn) -> None:
+async def test_an_async_task_past_its_timeout_is_aborted_on_time(db_url: str, conn: Conn, caplog: Any) -> None:
+    caplog.set_level(logging.INFO, logger="procrastinate")
+    caplog.set_level(logging.INFO, logger="agentlab_sched")
     sid = await make_schedule(
         conn, "slow", task="demo.sleep", inputs={"seconds": 60}, next_run_at=None, timeout=timedelta(seconds=2)
     )
@@ -135,6 +138,13 @@ async def test_an_async_task_past_its_timeout_is_aborted_on_time(db_url: str, co
     assert ended["finished_at"] - running["started_at"] < timedelta(seconds=4)
     assert (await job(conn, run["job_id"]))["status"] == "aborted"
     assert (await schedule_row(conn, sid))["consecutive_failures"] == 1
+    # Procrastinate says the job was aborted, without the CancelledError's traceback (install() quiets it);
+    # the worker tells the run's changes as events with the run's fields.
+    aborted = [r for r in caplog.records if r.name == "procrastinate.worker" and "Aborted" in r.getMessage()]
+    assert aborted and all(r.exc_info is None for r in aborted)
+    assert not [r for r in caplog.records if r.exc_info and isinstance(r.exc_info[1], asyncio.CancelledError)]
+    told = [(r.status, r.run_id) for r in caplog.records if r.name == "agentlab_sched.runs"]  # type: ignore[attr-defined]
+    assert told == [("running", str(run["id"])), ("timed_out", str(run["id"]))]
 
 
 async def test_a_sync_task_that_ignores_the_abort_is_reported_then_timed_out(db_url: str, conn: Conn) -> None:
