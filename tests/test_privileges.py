@@ -153,6 +153,9 @@ def test_the_reader_reads_the_views_and_history_never_ciphertext_and_changes_not
     with roles.connect(reader) as conn:
         for view in ("schedule_status", "fire_history", "overdue"):
             conn.execute(f"SELECT * FROM agentlab_sched.{view}").fetchall()
+        # pg_cron's monitoring queries keep working for the reader
+        assert conn.execute("SELECT jobname, active FROM cron.job").fetchall() == [("report", True)]
+        assert conn.execute("SELECT count(*) FROM cron.job_run_details").fetchone() == (1,)
         row = conn.execute("SELECT name, webhook_url_hint, webhook_configured FROM agentlab_sched.schedules").fetchone()
         assert row == ("report", "https://hooks.example.com/…abcd", True)
         assert conn.execute("SELECT count(*) FROM agentlab_sched.runs").fetchone() == (1,)

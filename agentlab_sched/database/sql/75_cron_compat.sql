@@ -101,6 +101,7 @@ BEGIN
     EXECUTE format('CREATE OR REPLACE VIEW %I.job AS SELECT * FROM agentlab_sched.cron_job', schema_name);
     EXECUTE format('CREATE OR REPLACE VIEW %I.job_run_details AS SELECT * FROM agentlab_sched.cron_job_run_details',
                    schema_name);
+    PERFORM agentlab_sched.apply_privileges();  -- the reader reads them too
     RETURN NULL;
 END
 $$;

@@ -120,6 +120,12 @@ BEGIN
           AND a.attname NOT IN ('webhook_url_enc', 'webhook_secret_enc');
         EXECUTE format('GRANT SELECT (%s) ON agentlab_sched.schedules TO %I', visible, reader);
         EXECUTE format('GRANT SELECT ON public.procrastinate_jobs, public.procrastinate_workers TO %I', reader);
+        -- pg_cron's monitoring views, in every compatibility schema migrate made (install_cron_compat).
+        FOR t IN SELECT n.nspname FROM pg_catalog.pg_namespace n
+                 WHERE pg_catalog.obj_description(n.oid, 'pg_namespace') = agentlab_sched.cron_compat_comment() LOOP
+            EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I', t.nspname, reader);
+            EXECUTE format('GRANT SELECT ON %I.job, %I.job_run_details TO %I', t.nspname, t.nspname, reader);
+        END LOOP;
     END IF;
 
     -- The admin and the worker read the ciphertext (with the key, notify test and the dispatcher open it).
