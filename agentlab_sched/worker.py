@@ -25,6 +25,7 @@ from agentlab_sched.firing.scheduler import Scheduler
 from agentlab_sched.notify.dispatcher import Dispatcher
 from agentlab_sched.observe import events, presence
 from agentlab_sched.observe.metrics import Metrics
+from agentlab_sched.runner import BatchWorker
 from agentlab_sched.runs.middleware import install, with_run_middleware
 from agentlab_sched.settings import Settings
 
@@ -32,6 +33,8 @@ logger = logging.getLogger(__name__)
 
 #: Procrastinate's fallback polls for new jobs and abort requests (both are also sent by NOTIFY).
 POLL_FALLBACK = 30.0
+#: Connections of the app's pool beyond one per job slot (see _pool_for).
+POOL_EXTRA = 4
 #: How long the worker may take to stop (its running jobs get this much, then are cancelled).
 STOP_GRACE = 2.0
 
@@ -96,8 +99,11 @@ async def run_worker(
             await here.start()
             # Its jobs carry its name: the run middleware then leaves reporting to it.
             context = {**(worker_options.pop("additional_context", None) or {}), presence.CONTEXT_KEY: report.name}
+            await _pool_for(app, concurrency)
             worker = asyncio.create_task(
-                app.run_worker_async(
+                _run_jobs(
+                    app,
+                    url,
                     concurrency=concurrency,
                     queues=queues,  # type: ignore[arg-type]  # None = every queue (WorkerOptions omits it)
                     install_signal_handlers=False,
@@ -127,6 +133,22 @@ async def run_worker(
         if install_signal_handlers:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
+
+
+async def _run_jobs(app: procrastinate.App, url: str, **options: Any) -> None:
+    """Procrastinate's worker as `BatchWorker` runs it (jobs taken and finished in batches), with the
+    app's worker defaults, as ``app.run_worker_async`` would."""
+    app.perform_import_paths()
+    await BatchWorker(app, listen_url=url, **{**app.worker_defaults, **options}).run()
+
+
+async def _pool_for(app: procrastinate.App, concurrency: int) -> None:
+    """Grow the app's pool to a connection per job slot plus the worker's own (taking and finishing jobs,
+    the precise loop, heartbeats): a smaller pool makes job bodies wait for connections."""
+    pool = getattr(app.connector, "pool", None)
+    needed = concurrency + POOL_EXTRA
+    if pool is not None and pool.max_size < needed:
+        await pool.resize(pool.min_size, needed)
 
 
 def _without_periodic_tick(app: procrastinate.App) -> None:

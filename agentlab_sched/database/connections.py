@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -85,13 +87,45 @@ def connect_sync(url: str, *, locale: str | None = None, autocommit: bool = True
 async def scheduler_connection(
     app: procrastinate.App, settings: Settings
 ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-    """A connection from the app's pool, with dict rows and the deployment's locale for SQL messages."""
+    """A connection from the app's pool, with dict rows and the deployment's locale for SQL messages.
+
+    In autocommit mode while we hold it: the pool's connections are not, and a pool connection's block is one
+    transaction, which would make a whole tick one transaction (no job of a storm visible before its last
+    batch); here every ``conn.transaction()`` commits on its own.
+    """
     pool = app.connector.pool  # type: ignore[attr-defined]
     async with pool.connection() as conn:
-        previous = conn.row_factory
+        previous, autocommit = conn.row_factory, conn.autocommit
         conn.row_factory = dict_row
+        await conn.set_autocommit(True)
         try:
             await queries.execute(conn, "set_locale", {"locale": settings.locale})
             yield conn
         finally:
             conn.row_factory = previous
+            if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                await conn.set_autocommit(autocommit)
+
+
+async def wait_for_notifies(conn: psycopg.AsyncConnection, within: float | None) -> list[psycopg.Notify]:
+    """The notifications ``conn`` has received, waiting at most ``within`` seconds (None: for ever) for the
+    first one.
+
+    ``conn`` only LISTENs. This waits on its socket: psycopg's ``notifies()`` wakes every 0.1 s to look for
+    interrupts, which is most of an idle worker's CPU. A broken connection raises ``psycopg.OperationalError``.
+    """
+    got = [n async for n in conn.notifies(timeout=0)]  # received meanwhile, or already readable
+    if got:
+        return got
+    loop = asyncio.get_running_loop()
+    readable = asyncio.Event()
+    fd = conn.fileno()
+    loop.add_reader(fd, readable.set)
+    try:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(readable.wait(), within)
+    finally:
+        loop.remove_reader(fd)
+    if not readable.is_set():
+        return []
+    return [n async for n in conn.notifies(timeout=0)]

@@ -19,7 +19,7 @@ import procrastinate
 import psycopg
 
 from agentlab_sched.database import queries
-from agentlab_sched.database.connections import scheduler_connection
+from agentlab_sched.database.connections import scheduler_connection, wait_for_notifies
 from agentlab_sched.firing import tick as tick_module
 from agentlab_sched.firing.blueprint import register_app_tasks
 from agentlab_sched.settings import Settings
@@ -121,16 +121,4 @@ class Scheduler:
         if delay <= 0:
             await asyncio.sleep(0)
             return
-        # Woken early by a change of schedules (NOTIFY). psycopg's notifies() wakes every 0.1 s to look
-        # for interrupts, which is most of an idle worker's CPU: wait for the socket instead, then drain.
-        loop = asyncio.get_running_loop()
-        readable = asyncio.Event()
-        fd = listener.fileno()
-        loop.add_reader(fd, readable.set)
-        try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(readable.wait(), delay)
-        finally:
-            loop.remove_reader(fd)
-        if readable.is_set():
-            await self._drain(listener)
+        await wait_for_notifies(listener, delay)  # woken early by a change of schedules (NOTIFY); drained

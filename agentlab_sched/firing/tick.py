@@ -33,6 +33,8 @@ logger = logging.getLogger(__name__)
 
 #: Seconds a caller that may not carry out its own request (trigger_now only) waits for a worker to.
 WAIT_FOR_WORKER = 30.0
+#: Schedules claimed by the first batch of a tick (later ones claim Settings.batch_size).
+FIRST_BATCH = 100
 #: Due times one backfill may fire at most; a larger range is refused.
 BACKFILL_LIMIT = 1000
 #: Requests one tick carries out at most, and the seconds after which it starts no new one: due schedules
@@ -154,8 +156,10 @@ async def _fire_due(conn: psycopg.AsyncConnection[Any], now: datetime | None, se
     seen: set[int] = set()
     isolate = False
     while True:
+        # The first batch is small: the first jobs of a storm are committed (and can start) at once.
+        size = settings.batch_size if report.batches else min(settings.batch_size, FIRST_BATCH)
         try:
-            claimed = await _one_batch(conn, now, window, settings, report, seen, isolate=isolate)
+            claimed = await _one_batch(conn, now, window, settings, report, seen, size, isolate=isolate)
         except psycopg.Error as exc:
             if isolate:
                 if isinstance(exc, TRANSIENT):
@@ -168,7 +172,7 @@ async def _fire_due(conn: psycopg.AsyncConnection[Any], now: datetime | None, se
             isolate = True
             continue
         isolate = False
-        if claimed < settings.batch_size:
+        if claimed < size:
             break
     # Requests after the schedules: a due schedule never waits behind a request.
     await run_requests(conn, now, settings=settings, report=report)
@@ -182,6 +186,7 @@ async def _one_batch(
     settings: Settings,
     report: TickReport,
     seen: set[int],
+    size: int,
     *,
     isolate: bool,
 ) -> int:
@@ -193,7 +198,7 @@ async def _one_batch(
     the conditional advance. A slow resolver delays only its own schedule.
     """
     async with conn.transaction():
-        rows = await queries.rows(conn, "claim_due", {"now": now, "batch": settings.batch_size})
+        rows = await queries.rows(conn, "claim_due", {"now": now, "batch": size})
         # BEGIN, claim, apply, COMMIT: psycopg sends BEGIN as a query of its own (a libpq trace shows it).
         report.round_trips += 4
         if not rows:

@@ -28,6 +28,7 @@ import psycopg
 
 from agentlab_sched import database as db
 from agentlab_sched.database import queries
+from agentlab_sched.database.connections import wait_for_notifies
 from agentlab_sched.errors import SchedError, ValidationError
 from agentlab_sched.messages import duration, render, term
 from agentlab_sched.notify.content import EventInfo, event_message
@@ -408,8 +409,9 @@ class Dispatcher:
                 try:
                     await queries.execute(conn, "listen_outbox")
                     self.wake()  # anything written while we were not listening
-                    async for _ in conn.notifies():
-                        self.wake()
+                    while True:
+                        if await wait_for_notifies(conn, None):
+                            self.wake()
                 finally:
                     await conn.close()
             except psycopg.Error as exc:

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import datetime
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import procrastinate
@@ -57,22 +57,47 @@ class RunJobManager(manager.JobManager):
         self._hand_back: set[int] = set()
         self._wakes: set[asyncio.Future[None]] = set()
 
+    #: Whether an error of Procrastinate's finish or retry says the job was settled already.
+    settled_already = staticmethod(_settled_already)
+
     def hand_back(self, job_id: int) -> None:
         """Put this job back to todo when the worker finishes it (see the module doc)."""
         self._hand_back.add(job_id)
 
-    async def listen_for_jobs(self, *, on_notification: Any, queues: Any = None) -> None:
+    @contextlib.contextmanager
+    def woken(self, on_notification: Callable[..., Awaitable[None]]) -> Iterator[None]:
+        """While the block runs, `wake_workers` calls ``on_notification`` (a worker's NOTIFY handler)."""
         self._wake.append(on_notification)
         try:
-            await super().listen_for_jobs(on_notification=on_notification, queues=queues)
+            yield
         finally:
             self._wake.remove(on_notification)
+
+    async def listen_for_jobs(self, *, on_notification: Any, queues: Any = None) -> None:
+        with self.woken(on_notification):
+            await super().listen_for_jobs(on_notification=on_notification, queues=queues)
 
     async def wake_workers(self) -> None:
         """Have this app's workers look for a job now (as a NOTIFY of a new job would)."""
         for wake in list(self._wake):
             with contextlib.suppress(Exception):
                 await wake(channel="agentlab_sched", notification={"type": "job_inserted", "job_id": 0})
+
+    def finishes_alone(self, job: pjobs.Job, status: pjobs.Status) -> bool:
+        """Whether ending ``job`` takes more than Procrastinate's statement (a job handed back, a task the
+        app does not have): a worker that ends jobs together leaves those to `finish_job`."""
+        return job.id in self._hand_back or self._unknown_task(job, status)
+
+    def _unknown_task(self, job: pjobs.Job, status: pjobs.Status) -> bool:
+        return status == pjobs.Status.FAILED and job.id is not None and job.task_name not in self.app.tasks
+
+    async def finished(self, job: pjobs.Job, *, settled_already: bool) -> None:
+        """What follows Procrastinate's statement that ended ``job`` (or a statement that ended it with
+        others): a job settled already is no error; a job that held a lock wakes the workers."""
+        if settled_already:
+            logger.debug("job %s was settled already", job.id)
+        if job.lock is not None:
+            await self.wake_workers()
 
     async def finish_job(self, job: pjobs.Job, status: pjobs.Status, delete_job: bool) -> None:
         if job.id in self._hand_back:
@@ -82,7 +107,7 @@ class RunJobManager(manager.JobManager):
                 logger.info("job %s handed back: the worker stopped before its run was looked up", job.id)
                 await self.wake_workers()
                 return
-        if status == pjobs.Status.FAILED and job.id is not None and job.task_name not in self.app.tasks:
+        if self._unknown_task(job, status):
             await retrying(
                 lambda: queries.connector_one(
                     self.connector, "record_unknown_task", job=job.id, locale=Settings.from_env().locale
@@ -90,14 +115,14 @@ class RunJobManager(manager.JobManager):
                 what=f"recording that the task of job {job.id} is unknown",
                 logger=logger,
             )
+        settled = False
         try:
             await super().finish_job(job=job, status=status, delete_job=delete_job)
         except pexc.ConnectorException as exc:
             if not _settled_already(exc):
                 raise
-            logger.debug("job %s was settled already", job.id)
-        if job.lock is not None:
-            await self.wake_workers()
+            settled = True
+        await self.finished(job, settled_already=settled)
 
     async def retry_job(
         self,

@@ -26,7 +26,9 @@ Around each job that belongs to a run it
   finished (``procrastinate worker --delete-jobs``).
 
 Housekeeping (every 10 s, in SQL) does the timeout part too, for workers without this middleware. Jobs
-that are not runs (the scheduler's own tick, other tasks of the app) pass through with one lookup.
+that are not runs (the scheduler's own tick, other tasks of the app) pass through with one lookup. Under
+``agentlab-sched worker`` (`agentlab_sched.runner`) the run context comes with the job, so there is no
+lookup, and the result is written with the job's end.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from agentlab_sched.firing.blueprint import tick
 from agentlab_sched.observe import events, presence
 from agentlab_sched.observe.events import fields
 from agentlab_sched.observe.output import quiet_aborts
+from agentlab_sched.runner import RUN_CONTEXT, RUN_RESULT
 from agentlab_sched.runs import context as run_context
 from agentlab_sched.runs import housekeeping
 from agentlab_sched.runs.approvals import AwaitApproval
@@ -92,7 +95,10 @@ class RunMiddleware:
             return await call_next()
         job_id: int = job.id
         app = context.app
-        data = await self._look_up(app, context)
+        if RUN_CONTEXT in context.additional_context:
+            data = context.additional_context[RUN_CONTEXT]  # taken with the job (agentlab-sched worker)
+        else:
+            data = await self._look_up(app, context)
         if not data:
             return await call_next()  # not a run's job
         if data.get("status") != "running":
@@ -159,7 +165,7 @@ class RunMiddleware:
                     raise pexc.JobAborted(f"run {run.short_id} was aborted ({reason}); its result is discarded")
             # The body finished: its result is kept even when a stopping worker cancels us meanwhile.
             await self._bookkeeping(
-                context, lambda: self._record_result(app, run, job_id, result), "record the result", run=run
+                context, lambda: self._record_result(context, worker, run, result), "record the result", run=run
             )
             self._tell(run, "succeeded")
             return result
@@ -328,9 +334,10 @@ class RunMiddleware:
         )
 
     async def _record_result(
-        self, app: procrastinate.App, run: run_context.RunContext, job_id: int, result: Any
+        self, context: procrastinate.JobContext, worker: Any, run: run_context.RunContext, result: Any
     ) -> None:
-        """Keep the result (JSON data up to MAX_RESULT, else none) and that the body succeeded."""
+        """Keep the result (JSON data up to MAX_RESULT, else none) and that the body succeeded; under a
+        worker that writes it with the job's end (agentlab-sched worker), leave it to that worker."""
         value: str | None = None
         if result is not None:
             try:
@@ -339,11 +346,14 @@ class RunMiddleware:
                 value = None  # not JSON data: the task's business; the run still succeeds
             if value is not None and len(value) > MAX_RESULT:
                 value = None
+        if getattr(worker, "records_run_results", False):
+            context.additional_context[RUN_RESULT] = (str(run.run_id), value)
+            return
         await self._call(
-            app,
+            context.app,
             "record_result",
             run=str(run.run_id),
-            job=job_id,
+            job=context.job.id,
             value=value,
         )
 

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DIRECTORY",
     "connector_one",
+    "connector_rows",
     "execute",
     "execute_many",
     "execute_many_sync",
@@ -221,3 +222,9 @@ async def connector_one(connector: BaseConnector, name: str, **params: Any) -> d
     """The first row of statement ``name`` run through a Procrastinate connector (its pool)."""
     row: dict[str, Any] = await connector.execute_query_one_async(text(name), **params)
     return row
+
+
+async def connector_rows(connector: BaseConnector, name: str, **params: Any) -> list[dict[str, Any]]:
+    """Every row of statement ``name`` run through a Procrastinate connector (its pool)."""
+    found: list[dict[str, Any]] = await connector.execute_query_all_async(text(name), **params)
+    return found

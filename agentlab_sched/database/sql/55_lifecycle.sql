@@ -246,15 +246,27 @@ AS $$
 $$;
 
 -- The task returned: keep its result (JSON, or NULL for none) with the run; the run succeeds when its job
--- is finished, or deleted (runs.outcome).
+-- is finished, or deleted (runs.outcome). Many at once (`agentlab-sched worker` writes them in the statement that ends their jobs, finish_jobs):
+-- run_ids[i] ran as job jobs[i] and returned vals[i]. Returns how many runs were still running.
+CREATE OR REPLACE FUNCTION agentlab_sched.record_results(run_ids uuid[], jobs bigint[], vals jsonb[])
+RETURNS integer
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH done AS (
+        UPDATE agentlab_sched.runs r SET result = x.value, outcome = 'succeeded', updated_at = now()
+        FROM unnest(run_ids, jobs, vals) AS x(run_id, job, value)
+        WHERE r.id = x.run_id AND r.job_id = x.job AND r.status = 'running'
+        RETURNING 1)
+    SELECT count(*)::integer FROM done
+$$;
+
 CREATE OR REPLACE FUNCTION agentlab_sched.record_result(run_id uuid, job bigint, value jsonb) RETURNS boolean
 LANGUAGE sql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    UPDATE agentlab_sched.runs r SET result = value, outcome = 'succeeded', updated_at = now()
-    WHERE r.id = run_id AND r.job_id = job AND r.status = 'running'
-    RETURNING true
+    SELECT CASE WHEN agentlab_sched.record_results(ARRAY[run_id], ARRAY[job], ARRAY[value]) > 0 THEN true END
 $$;
 
 -- The task was aborted by a stopping worker (or ended after any abort): recorded for a job deleted

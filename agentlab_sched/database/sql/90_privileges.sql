@@ -52,8 +52,8 @@ AS $$
             'claim_due', 'apply_plans', 'lease_schedules', 'apply_resolved', 'register_tasks', 'claim_replans',
             'set_next_runs',
             'next_request', 'carry_out_request', 'fail_request',
-            -- running jobs (the run middleware) and housekeeping
-            'run_context', 'await_approval', 'record_task_error', 'record_result', 'record_unknown_task',
+            -- running jobs (agentlab-sched worker's runner, the run middleware) and housekeeping
+            'fetch_jobs', 'finish_jobs', 'run_context', 'await_approval', 'record_task_error', 'record_result', 'record_unknown_task',
             'hand_back_job', 'mark_shutdown',
             'finish_after_abort', 'renew_session', 'housekeeping', 'detect_suspended', 'enforce_timeouts',
             'time_out_run',

@@ -1,0 +1,104 @@
+-- How `agentlab-sched worker` takes and finishes Procrastinate jobs: several in one statement
+-- (agentlab_sched/runner.py). Each does for many jobs exactly what Procrastinate's own function does for
+-- one (procrastinate_fetch_job_v2, procrastinate_finish_job_v1), so the job triggers (Procrastinate's
+-- events and NOTIFYs, our follow_job) fire as they always do; a plain `procrastinate worker` keeps using
+-- Procrastinate's functions, with the same results one job at a time.
+
+-- Take up to `wanted` jobs for worker `worker`: the ones procrastinate_fetch_job_v2 would return one
+-- after the other (todo, due, in `queues` or any queue when NULL, highest priority first then oldest; a
+-- job is passed over while another job with its lock is doing, or waiting ahead of it), marked doing in
+-- one statement. Returns them with their run's context (run_context(); NULL for a job that is not a
+-- run's), read after the job trigger made the run running: the worker looks nothing up per job. When the
+-- runs cannot be read now (a lock held elsewhere beyond the session's lock_timeout, a statement timeout),
+-- the jobs are taken all the same with run_read false: the run middleware looks their runs up itself.
+CREATE OR REPLACE FUNCTION agentlab_sched.fetch_jobs(queues character varying[], worker bigint, wanted integer)
+RETURNS TABLE (id bigint, status public.procrastinate_job_status, task_name character varying, priority integer,
+               lock text, queueing_lock text, args jsonb, scheduled_at timestamptz, queue_name character varying,
+               attempts integer, abort_requested boolean, worker_id bigint, run jsonb, run_read boolean)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    taken bigint[];
+    contexts jsonb;
+    read boolean := true;
+BEGIN
+    WITH candidate AS (
+        SELECT jobs.id
+        FROM public.procrastinate_jobs AS jobs
+        WHERE NOT EXISTS (
+                  SELECT 1 FROM public.procrastinate_jobs AS other_jobs
+                  WHERE jobs.lock IS NOT NULL
+                    AND other_jobs.lock = jobs.lock
+                    AND (other_jobs.status = 'doing'
+                         OR (other_jobs.status = 'todo'
+                             AND (other_jobs.priority > jobs.priority
+                                  OR (other_jobs.priority = jobs.priority AND other_jobs.id < jobs.id)))))
+          AND jobs.status = 'todo'
+          AND (queues IS NULL OR jobs.queue_name = ANY (queues))
+          AND (jobs.scheduled_at IS NULL OR jobs.scheduled_at <= now())
+        ORDER BY jobs.priority DESC, jobs.id ASC
+        LIMIT wanted
+        FOR UPDATE OF jobs SKIP LOCKED
+    ), marked AS (
+        UPDATE public.procrastinate_jobs j SET status = 'doing', worker_id = fetch_jobs.worker
+        FROM candidate WHERE j.id = candidate.id
+        RETURNING j.id
+    )
+    SELECT array_agg(marked.id) INTO taken FROM marked;
+    -- The job trigger ran at the end of that statement: the runs of these jobs are running now.
+    BEGIN
+        SELECT jsonb_object_agg(t.id, agentlab_sched.run_context(t.id)) INTO contexts FROM unnest(taken) AS t(id);
+    EXCEPTION WHEN lock_not_available OR query_canceled THEN
+        read := false;
+    END;
+    RETURN QUERY
+        SELECT j.id, j.status, j.task_name, j.priority, j.lock, j.queueing_lock, j.args, j.scheduled_at,
+               j.queue_name, j.attempts, j.abort_requested, j.worker_id,
+               CASE WHEN read THEN contexts -> j.id::text END, read
+        FROM public.procrastinate_jobs j
+        WHERE j.id = ANY (taken)
+        ORDER BY j.priority DESC, j.id;
+END
+$$;
+
+-- Finish jobs as procrastinate_finish_job_v1 does each (status succeeded, failed or aborted, or deleted
+-- with `delete_jobs`), the results of their runs kept first (record_results: where run_ids[i] is set, job
+-- ids[i] ran run_ids[i] and returned results[i]). One position per job in every array. Returns the jobs
+-- that were not todo or doing: nothing was done to them (Procrastinate raises for those).
+CREATE OR REPLACE FUNCTION agentlab_sched.finish_jobs(ids bigint[], statuses public.procrastinate_job_status[],
+                                                      delete_jobs boolean[], run_ids uuid[], results jsonb[])
+RETURNS bigint[]
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    done bigint[];
+BEGIN
+    IF EXISTS (SELECT 1 FROM unnest(statuses) s WHERE s IS NULL OR s NOT IN ('succeeded', 'failed', 'aborted')) THEN
+        RAISE 'End status should be either "succeeded", "failed" or "aborted" (job ids: %)', ids;
+    END IF;
+    PERFORM agentlab_sched.record_results(array_agg(x.run_id), array_agg(x.id), array_agg(x.result))
+    FROM unnest(ids, run_ids, results) AS x(id, run_id, result)
+    WHERE x.run_id IS NOT NULL
+    HAVING count(*) > 0;
+    WITH u AS (
+        SELECT * FROM unnest(ids, statuses, delete_jobs) AS x(id, status, del) ORDER BY x.id
+    ), deleted AS (
+        DELETE FROM public.procrastinate_jobs j USING u
+        WHERE j.id = u.id AND u.del AND j.status IN ('todo', 'doing')
+        RETURNING j.id
+    ), updated AS (
+        UPDATE public.procrastinate_jobs j
+        SET status = u.status, abort_requested = false,
+            attempts = CASE j.status WHEN 'doing' THEN j.attempts + 1 ELSE j.attempts END
+        FROM u
+        WHERE j.id = u.id AND NOT u.del AND j.status IN ('todo', 'doing')
+        RETURNING j.id
+    )
+    SELECT array_agg(x.id) INTO done FROM (SELECT deleted.id FROM deleted UNION ALL SELECT updated.id FROM updated) x;
+    RETURN ARRAY(SELECT i FROM unnest(ids) i WHERE NOT i = ANY (coalesce(done, '{}')));
+END
+$$;
