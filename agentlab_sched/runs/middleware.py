@@ -209,10 +209,12 @@ class RunMiddleware:
         try:
             return await retrying(look, what=f"looking up the run of job {job_id}", logger=logger, deadline=stopping)
         except (asyncio.CancelledError, GiveUp):
-            # The worker is stopping before the body started: its job manager hands the job back (todo
-            # again, the run queued) instead of finishing it (without ours, it ends aborted: the run is
-            # then interrupted, and suspended).
-            if isinstance(app.job_manager, RunJobManager):
+            # Aborted before the body started. A cancel asked for (runs cancel, ...) ends the job aborted:
+            # the run is cancelled. A stopping worker's job manager hands the job back instead (todo again,
+            # the run queued; without ours, it ends aborted and the run is interrupted, and suspended).
+            if context.abort_reason() != job_context.AbortReason.USER_REQUEST and isinstance(
+                app.job_manager, RunJobManager
+            ):
                 app.job_manager.hand_back(job_id)
             _uncancel()
             raise pexc.JobAborted(
