@@ -4,6 +4,10 @@ The blueprint's periodic tick fires schedules from any plain `procrastinate work
 late. This worker runs the precise loop instead (`agentlab_sched.firing.scheduler.Scheduler`), which
 fires at the due time. Stopping (SIGTERM, SIGINT) ends the loop, the notification dispatch and the
 worker within 3 s; a batch claimed but not committed rolls back, so the next worker fires it.
+
+It outlives the database (a restart, a failover, ``pg_terminate_backend`` of any of its connections):
+each part reconnects with capped backoff (`agentlab_sched.database.reconnect`), Procrastinate's worker
+is started again when it stops by itself, and runs in flight are settled when the database answers.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import time
 from typing import Any
 
 import procrastinate
@@ -19,6 +24,7 @@ from procrastinate import PsycopgConnector
 
 from agentlab_sched import database as db
 from agentlab_sched.database.connections import display_url, scheduler_connection
+from agentlab_sched.database.reconnect import Backoff, describe, is_transient, retrying
 from agentlab_sched.firing.blueprint import register_app_tasks
 from agentlab_sched.firing.blueprint import tick as blueprint_tick
 from agentlab_sched.firing.scheduler import Scheduler
@@ -26,6 +32,7 @@ from agentlab_sched.notify.dispatcher import Dispatcher
 from agentlab_sched.observe import events, presence
 from agentlab_sched.observe.metrics import Metrics
 from agentlab_sched.runner import BatchWorker
+from agentlab_sched.runs.jobs import RunJobManager
 from agentlab_sched.runs.middleware import install, with_run_middleware
 from agentlab_sched.settings import Settings
 
@@ -33,16 +40,24 @@ logger = logging.getLogger(__name__)
 
 #: Procrastinate's fallback polls for new jobs and abort requests (both are also sent by NOTIFY).
 POLL_FALLBACK = 30.0
+#: The worker stops within this (seconds), whatever it waits for: a database that is down, a table a
+#: migration locked, a synchronous task that ignores its abort.
+STOP_WITHIN = 2.7
+#: Of which jobs still running get this long to finish before they are aborted (async tasks are
+#: cancelled, sync ones asked to stop); what is not finished then is left to housekeeping.
+STOP_GRACE = 1.2
+#: How long a worker's statements wait for a lock (seconds): see connections.connect_kwargs.
+LOCK_TIMEOUT = 10.0
 #: Connections of the app's pool beyond one per job slot (see _pool_for).
 POOL_EXTRA = 4
-#: How long the worker may take to stop (its running jobs get this much, then are cancelled).
-STOP_GRACE = 2.0
 
 
 def connector_for(url: str, **options: Any) -> PsycopgConnector:
     """A Procrastinate connector on ``url`` with our session settings on every connection."""
-    pool = {"min_size": 1, "max_size": 10, **options}
-    pool["kwargs"] = {**db.connect_kwargs(), **(options.get("kwargs") or {})}
+    # A connection the pool cannot give within 5 s (a database that is down) is an error the caller
+    # retries, rather than a 30 s wait.
+    pool = {"min_size": 1, "max_size": 10, "timeout": 5.0, **options}
+    pool["kwargs"] = {**db.connect_kwargs(purpose="worker", lock_timeout=LOCK_TIMEOUT), **(options.get("kwargs") or {})}
     return PsycopgConnector(conninfo=url, **pool)
 
 
@@ -58,9 +73,16 @@ async def run_worker(
     metrics_port: int | None = None,
     app_path: str | None = None,
     **worker_options: Any,
-) -> None:
+) -> bool:
     """Run the Procrastinate worker, the precise scheduler loop and the notification dispatcher until
-    ``stop`` is set or SIGTERM/SIGINT arrives; stop all of them within 3 s.
+    ``stop`` is set or SIGTERM/SIGINT arrives; stop all of them within 3 s (`STOP_WITHIN`).
+
+    The worker outlives the database: an outage (a restart, a failover, a cut connection) is waited out
+    with capped backoff by every part, and Procrastinate's worker, which stops at connection errors, is
+    started again. It returns only when asked to stop: True when everything stopped in time, False when
+    something was left behind (a synchronous task that ignores its abort: a process should then exit
+    without waiting for its thread). An error it cannot ride through (the database is not migrated, the
+    app is broken) is raised.
 
     ``worker_options`` go to Procrastinate's worker (``delete_jobs``, ``additional_context``, ...); a
     ``worker_middleware`` list given there runs inside the run middleware, which is always kept.
@@ -71,7 +93,10 @@ async def run_worker(
     Prometheus metrics there (0: any free port, said in the ready event).
     """
     settings = settings or Settings.from_env()
-    install(app)  # the run middleware: run context, approvals, task errors, timeouts
+    install(app)  # the run middleware and its job manager: run context, approvals, errors, timeouts, outages
+    manager = app.job_manager
+    assert isinstance(manager, RunJobManager)
+    manager.resume()
     if "worker_middleware" in worker_options:
         worker_options["worker_middleware"] = with_run_middleware(app, worker_options["worker_middleware"])
     stop = stop or asyncio.Event()
@@ -81,65 +106,176 @@ async def run_worker(
             loop.add_signal_handler(sig, stop.set)
     metrics = Metrics(url) if metrics_port is not None else None
     port = metrics.serve(metrics_port) if metrics is not None and metrics_port is not None else None
+    stopped_at: float | None = None
     try:
-        async with app.open_async():
-            async with scheduler_connection(app, settings) as conn:
-                await register_app_tasks(app, conn, force=True)
-            scheduler = Scheduler(app, url, settings)
-            if scheduler.start():
-                # The precise loop fires on time: the per-second periodic tick would only add a job a second.
-                _without_periodic_tick(app)
-            dispatcher = await _start_dispatcher(app, url, settings)
-            report = presence.Report(
-                name=presence.worker_name(), kind="agentlab-sched", app=app_path,
-                queues=tuple(queues) if queues else None, concurrency=concurrency,
-                fires=scheduler.running, notifies=dispatcher.running,
-            )  # fmt: skip
-            here = presence.Presence(app, report)
-            await here.start()
-            # Its jobs carry its name: the run middleware then leaves reporting to it.
-            context = {**(worker_options.pop("additional_context", None) or {}), presence.CONTEXT_KEY: report.name}
-            await _pool_for(app, concurrency)
-            worker = asyncio.create_task(
-                _run_jobs(
-                    app,
-                    url,
-                    concurrency=concurrency,
-                    queues=queues,  # type: ignore[arg-type]  # None = every queue (WorkerOptions omits it)
-                    install_signal_handlers=False,
-                    shutdown_graceful_timeout=STOP_GRACE,
-                    # New jobs and abort requests arrive by NOTIFY; polling is only the fallback.
-                    fetch_job_polling_interval=POLL_FALLBACK,
-                    abort_job_polling_interval=POLL_FALLBACK,
-                    additional_context=context,
-                    **worker_options,
-                ),
-                name="agentlab-sched-worker",
-            )
-            tasks = sorted(t for t in app.tasks if not t.startswith("builtin:"))  # not Procrastinate's aliases
-            events.worker_event(
-                "ready", settings.locale, database=display_url(url), queues=list(queues or []), tasks=tasks,
-                concurrency=concurrency, fires=scheduler.running, notifies=dispatcher.running, metrics_port=port,
-                worker=report.name,
-            )  # fmt: skip
-            stopped = asyncio.create_task(stop.wait())
-            await asyncio.wait({worker, stopped}, return_when=asyncio.FIRST_COMPLETED)
-            stopped.cancel()
-            await asyncio.gather(scheduler.stop(), _stop_dispatcher(dispatcher), _stop_worker(worker), here.stop())
-            events.worker_event("stopped", settings.locale, worker=report.name)
+        if not await _until_stopped(_open(app), stop):
+            return True
+        if not await _until_stopped(_register(app, settings), stop):
+            return True
+        scheduler = Scheduler(app, url, settings)
+        if scheduler.start():
+            # The precise loop fires on time: the per-second periodic tick would only add a job a second.
+            _without_periodic_tick(app)
+        dispatcher = Dispatcher(url, settings=settings)
+        await dispatcher.start()  # starts its tasks and returns; without a usable key it says why and runs nothing
+        report = presence.Report(
+            name=presence.worker_name(), kind="agentlab-sched", app=app_path,
+            queues=tuple(queues) if queues else None, concurrency=concurrency,
+            fires=scheduler.running, notifies=dispatcher.running,
+        )  # fmt: skip
+        here = presence.Presence(app, report)
+        await here.start()
+        # Its jobs carry its name: the run middleware then leaves reporting to it.
+        context = {**(worker_options.pop("additional_context", None) or {}), presence.CONTEXT_KEY: report.name}
+        options: dict[str, Any] = {
+            **app.worker_defaults,
+            "concurrency": concurrency,
+            "queues": queues,
+            "install_signal_handlers": False,
+            "shutdown_graceful_timeout": STOP_GRACE,
+            # New jobs and abort requests arrive by NOTIFY; polling is only the fallback.
+            "fetch_job_polling_interval": POLL_FALLBACK,
+            "abort_job_polling_interval": POLL_FALLBACK,
+            "additional_context": context,
+            **worker_options,
+        }
+        await _pool_for(app, concurrency)
+        supervisor = Supervisor(app, url, manager, options)
+        supervising = asyncio.create_task(supervisor.run(), name="the Procrastinate worker")
+        tasks = sorted(t for t in app.tasks if not t.startswith("builtin:"))  # not Procrastinate's aliases
+        events.worker_event(
+            "ready", settings.locale, database=display_url(url), queues=list(queues or []), tasks=tasks,
+            concurrency=concurrency, fires=scheduler.running, notifies=dispatcher.running, metrics_port=port,
+            worker=report.name,
+        )  # fmt: skip
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait({supervising, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        stopped_at = loop.time()
+        manager.stop_soon(STOP_WITHIN - STOP_GRACE - 0.3)
+        failure = supervising.exception() if supervising.done() and not supervising.cancelled() else None
+        clean = await _stop_all(
+            scheduler, dispatcher, supervisor, supervising, here, stopped_at + STOP_WITHIN - 0.2
+        )
+        events.worker_event("stopped", settings.locale, worker=report.name)
+        if failure is not None:
+            raise failure
+        return clean
     finally:
         if metrics is not None:
             metrics.stop()
         if install_signal_handlers:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
+        left = (stopped_at + STOP_WITHIN - loop.time()) if stopped_at is not None else 1.0
+        await _close(app, max(0.05, left))
+        manager.resume()  # the app may run a worker again
 
 
-async def _run_jobs(app: procrastinate.App, url: str, **options: Any) -> None:
-    """Procrastinate's worker as `BatchWorker` runs it (jobs taken and finished in batches), with the
-    app's worker defaults, as ``app.run_worker_async`` would."""
-    app.perform_import_paths()
-    await BatchWorker(app, listen_url=url, **{**app.worker_defaults, **options}).run()
+async def _close(app: procrastinate.App, within: float) -> None:
+    """Close the app's pool within ``within`` seconds (its workers may be waiting on a database that is
+    down: they are not waited for)."""
+    with contextlib.suppress(Exception, TimeoutError):
+        pool = getattr(app.connector, "_async_pool", None)  # a PsycopgConnector's, once opened
+        if pool is not None:
+            await asyncio.wait_for(pool.close(timeout=max(0.05, within - 0.1)), timeout=within)
+        await asyncio.wait_for(app.close_async(), timeout=0.1)
+
+
+async def _until_stopped(step: Any, stop: asyncio.Event) -> bool:
+    """Run ``step`` (it retries through an outage) unless ``stop`` comes first: whether it completed."""
+    task = asyncio.ensure_future(step)
+    waiting = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    waiting.cancel()
+    if task.done():
+        task.result()
+        return True
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
+    return False
+
+
+async def _open(app: procrastinate.App) -> None:
+    """Open the app's pool, waiting out a database that is not up yet."""
+    await retrying(app.open_async, what="opening the worker's connection pool", logger=logger)
+
+
+async def _register(app: procrastinate.App, settings: Settings) -> None:
+    async def register() -> None:
+        async with scheduler_connection(app, settings) as conn:
+            await register_app_tasks(app, conn, force=True)
+
+    await retrying(register, what="registering the app's tasks", logger=logger)
+
+
+class Supervisor:
+    """Runs Procrastinate's worker (as `BatchWorker`: jobs taken and finished in batches), and starts it
+    again when it stops by itself (it does at a connection error it cannot ride through, such as the
+    database going away while it starts)."""
+
+    def __init__(self, app: procrastinate.App, url: str, manager: RunJobManager, options: dict[str, Any]) -> None:
+        self.app = app
+        self.url = url
+        self.manager = manager
+        self.options = options
+        self.worker: BatchWorker | None = None
+        self._stopping = False
+        self._backoff = Backoff()
+
+    async def run(self) -> None:
+        self.app.perform_import_paths()
+        while not self._stopping:
+            self.worker = BatchWorker(self.app, listen_url=self.url, **self.options)
+            began = time.monotonic()
+            try:
+                await self.worker.run()
+                why = "it stopped by itself"
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise  # not an outage: the process must say so and exit
+                why = describe(exc)
+            if self._stopping:
+                return
+            if time.monotonic() - began > 60:
+                self._backoff.reset()
+            wait = self._backoff.next()
+            logger.warning("the Procrastinate worker stopped (%s); starting it again in %.1f s", why, wait)
+            await asyncio.sleep(wait)
+
+    def stop(self) -> None:
+        self._stopping = True
+        if self.worker is not None:
+            self.worker.stop()
+
+
+async def _stop_all(
+    scheduler: Scheduler,
+    dispatcher: Dispatcher,
+    supervisor: Supervisor,
+    supervising: asyncio.Task[None],
+    here: presence.Presence,
+    by: float,
+) -> bool:
+    """Stop every part by ``by`` (loop time); whether all of them did."""
+    loop = asyncio.get_running_loop()
+    supervisor.stop()
+    parts = [
+        asyncio.create_task(scheduler.stop(), name="the precise loop"),
+        asyncio.create_task(dispatcher.stop(grace=1.5), name="notification dispatch"),
+        asyncio.create_task(here.stop(), name="the worker's report"),
+        supervising,
+    ]
+    _, pending = await asyncio.wait(parts, timeout=max(0.0, by - loop.time()))
+    for part in pending:
+        part.cancel()
+    if pending:
+        _, pending = await asyncio.wait(pending, timeout=0.1)
+    if pending:
+        names = ", ".join(sorted(p.get_name() for p in pending))  # type: ignore[attr-defined]
+        logger.warning("stopped without waiting for %s (a synchronous task ignoring its abort?)", names)
+    return not pending
 
 
 async def _pool_for(app: procrastinate.App, concurrency: int) -> None:
@@ -156,20 +292,3 @@ def _without_periodic_tick(app: procrastinate.App) -> None:
     registry = app.periodic_registry.periodic_tasks
     for key in [k for k, p in registry.items() if p.task.func is blueprint_tick]:
         del registry[key]
-
-
-async def _stop_worker(worker: asyncio.Task[None]) -> None:
-    if not worker.done():
-        worker.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await worker
-
-
-async def _start_dispatcher(app: procrastinate.App, url: str, settings: Settings) -> Dispatcher:
-    dispatcher = Dispatcher(url, settings=settings)
-    await dispatcher.start()  # starts its tasks and returns; without a usable key it says why and runs nothing
-    return dispatcher
-
-
-async def _stop_dispatcher(dispatcher: Dispatcher) -> None:
-    await dispatcher.stop()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from typing import Annotated, Any
 
 import procrastinate
@@ -66,20 +68,32 @@ def worker_cmd(
     log_format: LogFormat = "lines",
     metrics_port: MetricsPort = None,
 ) -> None:
-    """Run a worker: jobs, the scheduler's precise loop and notification dispatch; a line per fire and run."""
+    """Run a worker: jobs, the scheduler's precise loop and notification dispatch; a line per fire and run.
+
+    It rides through database restarts and cut connections, and exits only when asked to (SIGTERM,
+    SIGINT: status 0, within 3 s) or on an error it cannot ride through (status 1).
+    """
     st = common.state(ctx)
     _check_format(log_format)
     # A host app is loaded before the database is looked at: a wrong --app is one line, nothing else.
     host_app = None if app_path == common.DEMO_APP else common.load_app(app_path, "")
     database = st.database()
     procrastinate_app = host_app or common.load_app(app_path, database.url)
-    with output.configure(log_format, locale=st.locale, quiet=quiet, clean=common.safe):
-        asyncio.run(
-            run_worker(
-                procrastinate_app, database.url, concurrency=concurrency, queues=queue or None,
-                settings=st.settings(), metrics_port=metrics_port, app_path=app_path,
-            )
+
+    async def work() -> None:
+        clean = await run_worker(
+            procrastinate_app, database.url, concurrency=concurrency, queues=queue or None,
+            settings=st.settings(), metrics_port=metrics_port, app_path=app_path,
         )  # fmt: skip
+        if not clean:
+            # Something ignores its abort (a synchronous task): exit without waiting for its thread; its
+            # run is suspended by housekeeping.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+
+    with output.configure(log_format, locale=st.locale, quiet=quiet, clean=common.safe):
+        asyncio.run(work())
 
 
 def _check_format(value: str) -> None:

@@ -59,22 +59,50 @@ def display_url(url: str) -> str:
     return f"postgresql://{user + '@' if user else ''}{where}/{parts.get('dbname') or ''}"
 
 
-def connect_kwargs(locale: str | None = None) -> dict[str, Any]:
-    """Session settings for every connection we open: the locale SQL messages render in."""
+#: How long a worker's connection attempt may take before it counts as failed (seconds), and the TCP
+#: keepalives and user timeout that notice a connection to a server that vanished (a failover to a new
+#: address behind the same name) instead of waiting on it for ever.
+CONNECT_TIMEOUT = 5
+KEEPALIVES = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
+TCP_USER_TIMEOUT_MS = 30_000
+
+
+def connect_kwargs(
+    locale: str | None = None, *, purpose: str | None = None, lock_timeout: float | None = None
+) -> dict[str, Any]:
+    """Session settings for every connection we open: the locale SQL messages render in; ``purpose``
+    names the connection in ``pg_stat_activity`` (``agentlab-sched scheduler``, ...); ``lock_timeout``
+    (seconds) bounds how long its statements wait for a lock (a table a migration locked)."""
     options = []
     if locale:
         options.append(f"-c agentlab_sched.locale={locale}")
     # Generic plans built on an empty jobs table are pathological later (reference/procrastinate.md).
     options.append("-c plan_cache_mode=force_custom_plan")
-    return {"options": " ".join(options), "application_name": "agentlab-sched"}
+    if lock_timeout:
+        options.append(f"-c lock_timeout={int(lock_timeout * 1000)}")
+    return {
+        "options": " ".join(options),
+        "application_name": f"agentlab-sched {purpose}" if purpose else "agentlab-sched",
+        "connect_timeout": CONNECT_TIMEOUT,
+        "tcp_user_timeout": TCP_USER_TIMEOUT_MS,
+        **KEEPALIVES,
+    }
 
 
 async def connect(
-    url: str, *, locale: str | None = None, autocommit: bool = True
+    url: str,
+    *,
+    locale: str | None = None,
+    autocommit: bool = True,
+    purpose: str | None = None,
+    lock_timeout: float | None = None,
 ) -> psycopg.AsyncConnection[dict[str, Any]]:
-    """An async connection with dict rows and our session settings."""
+    """An async connection with dict rows and our session settings (see `connect_kwargs`)."""
     return await psycopg.AsyncConnection.connect(
-        url, autocommit=autocommit, row_factory=dict_row, **connect_kwargs(locale)
+        url,
+        autocommit=autocommit,
+        row_factory=dict_row,
+        **connect_kwargs(locale, purpose=purpose, lock_timeout=lock_timeout),
     )
 
 

@@ -9,15 +9,16 @@ connection cut with ``pg_terminate_backend``, costs a few lines in the log and n
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 from procrastinate import exceptions as pexc
 
-__all__ = ["BACKOFF_CAP", "Backoff", "GiveUp", "describe", "is_transient", "retrying"]
+__all__ = ["BACKOFF_CAP", "Backoff", "GiveUp", "bounded", "describe", "idle_wait", "is_transient", "retrying"]
 
 T = TypeVar("T")
 
@@ -73,6 +74,25 @@ class GiveUp(Exception):
     """`retrying` stopped before the call succeeded (its deadline passed, or it was told to stop)."""
 
 
+async def bounded(call: Callable[[], Awaitable[T]], past: Callable[[], bool]) -> T:
+    """``call()``, cancelled once ``past()`` says its time is up (an attempt that waits for a connection
+    the pool cannot make, say): then `GiveUp`."""
+    attempt = asyncio.ensure_future(call())
+    try:
+        while True:
+            done, _ = await asyncio.wait({attempt}, timeout=0.1)
+            if done:
+                return attempt.result()
+            if past():
+                attempt.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await attempt
+                raise GiveUp("the deadline passed")
+    finally:
+        if not attempt.done():
+            attempt.cancel()
+
+
 async def retrying(
     call: Callable[[], Awaitable[T]],
     *,
@@ -95,7 +115,7 @@ async def retrying(
 
     while True:
         try:
-            result = await call()
+            result = await (bounded(call, past) if deadline else call())
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -115,3 +135,22 @@ async def retrying(
         if backoff.attempts:
             logger.info("%s: database reachable again after %d attempts", what, backoff.attempts)
         return result
+
+
+async def idle_wait(conn: psycopg.AsyncConnection[Any], wake: asyncio.Event, seconds: float) -> None:
+    """Wait for ``wake``, ``seconds``, or anything arriving on idle connection ``conn``: a server that
+    closes the connection (a restart, ``pg_terminate_backend``) is noticed at once, not at the next use."""
+    loop = asyncio.get_running_loop()
+    readable = asyncio.Event()
+    try:
+        fd = conn.fileno()
+    except Exception:
+        return  # closed already: the next use reconnects
+    loop.add_reader(fd, readable.set)
+    waiters = [asyncio.ensure_future(wake.wait()), asyncio.ensure_future(readable.wait())]
+    try:
+        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        loop.remove_reader(fd)
+        for waiter in waiters:
+            waiter.cancel()

@@ -4,7 +4,8 @@
 until the earliest ``next_run_at`` (or until a NOTIFY says a schedule changed) and fires right then, with
 the same `tick.fire_due` as the blueprint's periodic tick, which a plain `procrastinate worker` runs (at
 most a tick late). A batch claimed but not committed when the loop stops rolls back, so the next worker
-fires it.
+fires it. It listens and ticks on a connection of its own (application name ``agentlab-sched
+scheduler``), connected again with capped backoff whenever it breaks, so a worker that is alive fires.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from typing import Any
 import procrastinate
 import psycopg
 
+from agentlab_sched import database as db
 from agentlab_sched.database import queries
-from agentlab_sched.database.connections import scheduler_connection, wait_for_notifies
+from agentlab_sched.database.connections import wait_for_notifies
+from agentlab_sched.database.reconnect import Backoff, describe, is_transient
 from agentlab_sched.firing import tick as tick_module
 from agentlab_sched.firing.blueprint import register_app_tasks
 from agentlab_sched.settings import Settings
@@ -38,6 +41,9 @@ MIN_INTERVAL = 0.05
 #: BACKOFF_MAX, instead of ticking again at once.
 BACKOFF_FIRST = 0.1
 BACKOFF_MAX = 2.0
+#: How long a tick's statement waits for a lock before the tick fails and is tried again (seconds): a
+#: migration's LOCK TABLE holds up firing, never the worker's stop.
+LOCK_TIMEOUT = 2.0
 
 
 class Scheduler:
@@ -73,39 +79,83 @@ class Scheduler:
             await task
 
     async def _run(self) -> None:
-        async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as listener:
-            await queries.execute(listener, "listen_schedules")
-            backoff = 0.0
-            last = -MIN_INTERVAL
-            while True:
-                # Coalesce: whatever woke us (the clock, one NOTIFY or a thousand), at most one tick per
-                # MIN_INTERVAL; NOTIFYs arriving meanwhile are drained, not each answered with a tick.
-                gap = time.monotonic() - last
-                if gap < MIN_INTERVAL:
-                    await asyncio.sleep(MIN_INTERVAL - gap)
-                    await self._drain(listener)
-                last = time.monotonic()
-                try:
-                    delay, progressed = await self._fire_and_measure()
-                except asyncio.CancelledError:
+        """The loop on a connection of its own (it listens and ticks on it), connected again after an
+        outage: a restart, a failover, a cut connection cost a few log lines and the misfire rules."""
+        outage = Backoff()
+        while True:
+            try:
+                conn = await db.connect(
+                    self.url, locale=self.settings.locale, purpose="scheduler", lock_timeout=LOCK_TIMEOUT
+                )
+            except Exception as exc:
+                if not is_transient(exc):
                     raise
-                except Exception:
-                    logger.exception("the scheduler loop failed; retrying in a second")
-                    delay, progressed = 1.0, True
-                if delay > 0 or progressed:
-                    backoff = 0.0
-                else:
-                    # Something waits that this tick could not take (locked elsewhere): no spinning.
-                    backoff = min(max(backoff * 2, BACKOFF_FIRST), BACKOFF_MAX)
-                    delay = backoff
-                await self._sleep(listener, delay)
+                wait = outage.next()
+                logger.warning(
+                    "scheduler: %s; connecting again in %.1f s (attempt %d)", describe(exc), wait, outage.attempts
+                )
+                await asyncio.sleep(wait)
+                continue
+            try:
+                await queries.execute(conn, "listen_schedules")
+                await self._loop(conn, outage)
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                wait = outage.next()
+                logger.warning(
+                    "scheduler: %s; connecting again in %.1f s (attempt %d)", describe(exc), wait, outage.attempts
+                )
+                await asyncio.sleep(wait)
+            finally:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(conn.close(), 1.0)
 
-    async def _fire_and_measure(self) -> tuple[float, bool]:
+    async def _loop(self, conn: psycopg.AsyncConnection[Any], outage: Backoff) -> None:
+        """Tick and sleep until the connection breaks (raised: `_run` connects again)."""
+        backoff = 0.0
+        last = -MIN_INTERVAL
+        while True:
+            # Coalesce: whatever woke us (the clock, one NOTIFY or a thousand), at most one tick per
+            # MIN_INTERVAL; NOTIFYs arriving meanwhile are drained, not each answered with a tick.
+            gap = time.monotonic() - last
+            if gap < MIN_INTERVAL:
+                await asyncio.sleep(MIN_INTERVAL - gap)
+                await self._drain(conn)
+            last = time.monotonic()
+            try:
+                delay, progressed = await self._fire_and_measure(conn)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if is_transient(exc) and (conn.closed or conn.broken):
+                    raise  # the connection is gone: connect again
+                if is_transient(exc):  # a lock timeout, a cancelled statement: the connection is fine
+                    wait = outage.next()
+                    logger.warning(
+                        "scheduler: %s; ticking again in %.1f s (attempt %d)", describe(exc), wait, outage.attempts
+                    )
+                    await asyncio.sleep(wait)
+                    continue
+                logger.exception("the scheduler loop failed; retrying in a second")
+                delay, progressed = 1.0, True
+            else:
+                if outage.attempts:
+                    logger.info("scheduler: firing again after %d failed attempts", outage.attempts)
+                    outage.reset()
+            if delay > 0 or progressed:
+                backoff = 0.0
+            else:
+                # Something waits that this tick could not take (locked elsewhere): no spinning.
+                backoff = min(max(backoff * 2, BACKOFF_FIRST), BACKOFF_MAX)
+                delay = backoff
+            await self._sleep(conn, delay)
+
+    async def _fire_and_measure(self, conn: psycopg.AsyncConnection[Any]) -> tuple[float, bool]:
         """One tick; then how long until the next thing is due (0: now), and whether the tick did anything."""
-        async with scheduler_connection(self.app, self.settings) as conn:
-            await register_app_tasks(self.app, conn)
-            report = await tick_module.fire_due(conn, settings=self.settings)
-            row = await queries.one(conn, "next_wake")
+        await register_app_tasks(self.app, conn)
+        report = await tick_module.fire_due(conn, settings=self.settings)
+        row = await queries.one(conn, "next_wake")
         progressed = (report.claimed > 0 and report.retries == 0) or report.requests > 0
         if row is None or row["more"]:
             return (0.0 if row and row["more"] else MAX_SLEEP), progressed
@@ -113,12 +163,15 @@ class Scheduler:
         return (MAX_SLEEP if wait is None else max(0.0, min(float(wait), MAX_SLEEP))), progressed
 
     @staticmethod
-    async def _drain(listener: psycopg.AsyncConnection[Any]) -> None:
+    async def _drain(listener: psycopg.AsyncConnection[Any]) -> int:
+        """Read the NOTIFYs waiting (also those received while a tick ran on this connection)."""
+        n = 0
         async for _ in listener.notifies(timeout=0):
-            pass
+            n += 1
+        return n
 
     async def _sleep(self, listener: psycopg.AsyncConnection[Any], delay: float) -> None:
-        if delay <= 0:
+        if delay <= 0 or await self._drain(listener):
             await asyncio.sleep(0)
             return
         await wait_for_notifies(listener, delay)  # woken early by a change of schedules (NOTIFY); drained

@@ -161,6 +161,8 @@ async def _fire_due(conn: psycopg.AsyncConnection[Any], now: datetime | None, se
         try:
             claimed = await _one_batch(conn, now, window, settings, report, seen, size, isolate=isolate)
         except psycopg.Error as exc:
+            if conn.broken or conn.closed:
+                raise  # the connection failed, not a schedule: the caller connects again and retries
             if isolate:
                 if isinstance(exc, TRANSIENT):
                     # Even the claim met a conflict: leave the rest for the next tick, record nothing.

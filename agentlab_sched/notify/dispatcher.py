@@ -29,6 +29,8 @@ import psycopg
 from agentlab_sched import database as db
 from agentlab_sched.database import queries
 from agentlab_sched.database.connections import wait_for_notifies
+from agentlab_sched.database.reconnect import Backoff, idle_wait, is_transient
+from agentlab_sched.database.reconnect import describe as describe_error
 from agentlab_sched.errors import SchedError, ValidationError
 from agentlab_sched.messages import duration, render, term
 from agentlab_sched.notify.content import EventInfo, event_message
@@ -47,6 +49,9 @@ MAX_ATTEMPTS = 8
 #: Backoff after the n-th failed attempt: BACKOFF_BASE * 2 ** (n - 1) seconds, at most BACKOFF_CAP.
 BACKOFF_BASE = 10.0
 BACKOFF_CAP = 1800.0
+#: How long a dispatcher's statement waits for a lock (seconds): a locked table holds up delivery, never
+#: the worker's stop.
+LOCK_TIMEOUT = 2.0
 #: How long a claimed row is hidden from other workers beyond the send timeout.
 LEASE_MARGIN = 20.0
 #: How long a row this worker cannot decrypt is left for a worker that has the key.
@@ -403,52 +408,66 @@ class Dispatcher:
 
     async def _listen(self) -> None:
         """Wake the workers on every NOTIFY of the outbox trigger; reconnect after a lost connection."""
+        backoff = Backoff()
         while not self._stopping:
             try:
-                conn = await db.connect(self.url, locale=self.settings.locale)
+                conn = await self._connect()
                 try:
                     await queries.execute(conn, "listen_outbox")
+                    backoff.reset()
                     self.wake()  # anything written while we were not listening
                     while True:
                         if await wait_for_notifies(conn, None):
                             self.wake()
                 finally:
-                    await conn.close()
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(conn.close(), 1.0)
             except psycopg.Error as exc:
-                log.warning("notification listener: %s; reconnecting", exc)
-                await asyncio.sleep(1.0)
+                wait = backoff.next()
+                log.warning(
+                    "notification listener: %s; reconnecting in %.1f s (attempt %d)",
+                    describe_error(exc),
+                    wait,
+                    backoff.attempts,
+                )
+                await asyncio.sleep(wait)
+
+    async def _connect(self) -> psycopg.AsyncConnection[Any]:
+        return await db.connect(self.url, locale=self.settings.locale, purpose="notify", lock_timeout=LOCK_TIMEOUT)
 
     async def _work(self, wake: asyncio.Event) -> None:
         """One delivery loop with its own connection."""
         assert self._sender is not None
-        pause = 0.5
+        backoff = Backoff()
         while not self._stopping:
             conn = None
             try:
-                conn = await db.connect(self.url, locale=self.settings.locale)
+                conn = await self._connect()
                 outbox = Outbox(conn, self.settings, self._sender)
-                pause = 0.5
                 while not self._stopping:
                     wake.clear()
                     if await self._deliver_one(outbox):
+                        backoff.reset()
                         continue
+                    backoff.reset()
                     wait = await outbox.seconds_to_next()
                     wait = self.poll_interval if wait is None else min(self.poll_interval, max(wait, 0.05))
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(wake.wait(), timeout=wait)
+                    await idle_wait(conn, wake, wait)  # a connection cut while idle is noticed at once
             except Exception as exc:
+                pause = backoff.next()
                 log.warning(
-                    "notification dispatcher: %s; retrying in %.1f s",
-                    exc,
+                    "notification dispatcher: %s; retrying in %.1f s (attempt %d)",
+                    hide_urls(describe_error(exc)),
                     pause,
-                    exc_info=not isinstance(exc, psycopg.Error | OSError),
+                    backoff.attempts,
+                    exc_info=not is_transient(exc),
                 )
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wake.wait(), timeout=pause)
-                pause = min(pause * 2, 30.0)
             finally:
                 if conn is not None:
-                    await conn.close()
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(conn.close(), 1.0)
 
     async def _deliver_one(self, outbox: Outbox) -> bool:
         """Claim, send and record one row; False when nothing is due. A cancelled send is put back."""

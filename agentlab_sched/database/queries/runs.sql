@@ -154,3 +154,26 @@ SELECT agentlab_sched.hand_back_job(%(job)s) AS back
 -- The worker that took job %(job)s does not know its task: the run's error says so.
 WITH l AS MATERIALIZED (SELECT set_config('agentlab_sched.locale', %(locale)s, true))
 SELECT agentlab_sched.record_unknown_task(%(job)s) AS value FROM l
+
+-- name: jobs_doing_on_worker
+-- The jobs the database has as doing on worker %(worker)s (the worker compares them with the ones it runs).
+SELECT coalesce(array_agg(j.id ORDER BY j.id), '{}') AS ids
+FROM public.procrastinate_jobs j WHERE j.worker_id = %(worker)s AND j.status = 'doing'
+
+-- name: worker_heartbeat
+-- Worker %(worker)s is alive: its heartbeat now; whether its row was still there.
+WITH beat AS (UPDATE public.procrastinate_workers SET last_heartbeat = now() WHERE id = %(worker)s RETURNING id)
+SELECT EXISTS (SELECT 1 FROM beat) AS alive
+
+-- name: worker_register_again
+-- Worker %(worker)s was pruned as stalled meanwhile (an outage): its row again, with the jobs %(jobs)s it
+-- runs (their worker was set NULL), so that their runs are not suspended.
+WITH w AS (
+    INSERT INTO public.procrastinate_workers (id, last_heartbeat) OVERRIDING SYSTEM VALUE
+    VALUES (%(worker)s, now()) ON CONFLICT DO NOTHING RETURNING id
+), j AS (
+    UPDATE public.procrastinate_jobs SET worker_id = %(worker)s
+    WHERE id = ANY (%(jobs)s::bigint[]) AND status = 'doing' AND worker_id IS NULL
+    RETURNING id
+)
+SELECT (SELECT count(*) FROM w) AS registered, (SELECT count(*) FROM j) AS jobs
