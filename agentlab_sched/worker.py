@@ -273,7 +273,7 @@ async def _stop_all(
     if pending:
         _, pending = await asyncio.wait(pending, timeout=0.1)
     if pending:
-        names = ", ".join(sorted(p.get_name() for p in pending))  # type: ignore[attr-defined]
+        names = ", ".join(sorted(p.get_name() for p in pending))
         logger.warning("stopped without waiting for %s (a synchronous task ignoring its abort?)", names)
     return not pending
 
