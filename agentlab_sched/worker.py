@@ -154,9 +154,7 @@ async def run_worker(
         stopped_at = loop.time()
         manager.stop_soon(STOP_WITHIN - STOP_GRACE - 0.3)
         failure = supervising.exception() if supervising.done() and not supervising.cancelled() else None
-        clean = await _stop_all(
-            scheduler, dispatcher, supervisor, supervising, here, stopped_at + STOP_WITHIN - 0.2
-        )
+        clean = await _stop_all(scheduler, dispatcher, supervisor, supervising, here, stopped_at + STOP_WITHIN - 0.2)
         events.worker_event("stopped", settings.locale, worker=report.name)
         if failure is not None:
             raise failure
