@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import procrastinate
 import psycopg
@@ -96,7 +97,7 @@ class BatchWorker(procrastinate_worker.Worker):
             params = {"queues": queues, "worker": self.worker_id, "wanted": free}
             try:  # through an outage, until the worker is told to stop
                 rows = await retrying(
-                    lambda p=params: self._fetching.rows("fetch_jobs", p),
+                    functools.partial(self._fetching.rows, "fetch_jobs", params),
                     what="taking jobs",
                     logger=logger,
                     deadline=lambda: time.monotonic() if self._stop_event.is_set() else None,
@@ -246,7 +247,7 @@ class BatchWorker(procrastinate_worker.Worker):
         except ValueError:
             return
         if isinstance(notification, dict) and "type" in notification:
-            await self._handle_notification(channel=notify.channel, notification=notification)
+            await self._handle_notification(channel=notify.channel, notification=cast(Any, notification))
 
 
 @dataclass

@@ -282,3 +282,22 @@ CREATE OR REPLACE TRIGGER agentlab_sched_follow_job
 CREATE OR REPLACE TRIGGER agentlab_sched_follow_deleted_job
     BEFORE DELETE ON public.procrastinate_jobs
     FOR EACH ROW EXECUTE FUNCTION agentlab_sched.follow_deleted_job();
+
+-- AFTER DELETE ON schedules: its runs stay, unlinked (what the foreign key's ON DELETE SET NULL did; runs
+-- have none, so that finishing a job never waits on the schedules table).
+CREATE OR REPLACE FUNCTION agentlab_sched.schedules_runs_unlinked() RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    UPDATE agentlab_sched.runs r SET schedule_id = NULL WHERE r.schedule_id = OLD.id;
+    RETURN NULL;
+END
+$$;
+
+REVOKE ALL ON FUNCTION agentlab_sched.schedules_runs_unlinked() FROM PUBLIC;
+
+CREATE OR REPLACE TRIGGER schedules_runs_unlinked
+    AFTER DELETE ON agentlab_sched.schedules
+    FOR EACH ROW EXECUTE FUNCTION agentlab_sched.schedules_runs_unlinked();

@@ -152,6 +152,7 @@ $$;
 -- the outbox has none, so that writing to it never waits on the schedules table).
 CREATE OR REPLACE FUNCTION agentlab_sched.schedules_outbox_gone() RETURNS trigger
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -159,6 +160,8 @@ BEGIN
     RETURN NULL;
 END
 $$;
+
+REVOKE ALL ON FUNCTION agentlab_sched.schedules_outbox_gone() FROM PUBLIC;
 
 CREATE OR REPLACE TRIGGER schedules_outbox_gone
     AFTER DELETE ON agentlab_sched.schedules
