@@ -874,3 +874,29 @@ async def test_lifecycle_notifies_each_approval_point_once_and_a_suspension_once
         (a, "finished", 3),
         (s, "failed", 1),
     ]
+
+
+async def test_a_body_returning_after_a_newer_fire_cancelled_it_ends_cancelled_whatever_its_worker_knew(
+    conn: Conn,
+) -> None:
+    """cancel_other asks the running run to abort; its sync body returns before the worker hears of it (the
+    worker finishes the job `succeeded` with a result): the run is cancelled, its result discarded, and it
+    is not counted as a success."""
+    sid = await make_schedule(conn, "replaced", next_run_at=None, overlap="cancel_other", pause_after_failures=1)
+    first = await launch(conn, sid, "manual:1")
+    await set_job_status(conn, first["job_id"], "doing")
+    second = await launch(conn, sid, "manual:2")
+    assert (await job(conn, first["job_id"]))["abort_requested"] is True
+    await conn.execute(
+        "SELECT agentlab_sched.record_result(%s::uuid, %s, '\"finished anyway\"'::jsonb)",
+        (first["id"], first["job_id"]),
+    )
+    await conn.execute("SELECT procrastinate_finish_job_v1(%s, 'succeeded', false)", (first["job_id"],))
+    ended = await run_row(conn, first["id"])
+    assert (ended["status"], ended["result"], ended["error"]) == (
+        "cancelled",
+        None,
+        "cancelled: a newer fire of this schedule started (overlap cancel_other)",
+    )
+    assert (await run_row(conn, second["id"]))["status"] == "queued"
+    assert (await schedule_row(conn, sid))["consecutive_failures"] == 0

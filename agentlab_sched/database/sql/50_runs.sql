@@ -164,8 +164,12 @@ BEGIN
         next_status := CASE ended
             WHEN 'todo' THEN 'queued'
             WHEN 'doing' THEN 'running'
-            -- A task that ignored a timeout abort and returned anyway still timed out.
-            WHEN 'succeeded' THEN CASE WHEN r.abort_reason = 'timeout' THEN 'timed_out' ELSE 'succeeded' END
+            -- A task that ignored a timeout abort and returned anyway still timed out; one that returned
+            -- after a cancel was asked is cancelled, whether or not its worker had heard of the abort yet
+            -- (a sync task returning just after it: the database, not the worker's flag, decides).
+            WHEN 'succeeded' THEN CASE WHEN r.abort_reason = 'timeout' THEN 'timed_out'
+                                       WHEN agentlab_sched.cancel_asked(r, abort_requested) THEN 'cancelled'
+                                       ELSE 'succeeded' END
             WHEN 'failed' THEN CASE WHEN r.abort_reason = 'timeout' THEN 'timed_out'
                                     WHEN agentlab_sched.cancel_asked(r, abort_requested) THEN 'cancelled'
                                     ELSE 'failed' END
@@ -223,6 +227,8 @@ BEGIN
                           WHEN next_status IN ('queued', 'running', 'succeeded') THEN NULL
                           ELSE x.error_code END,
         outcome = CASE WHEN next_status IN ('queued', 'running') THEN NULL ELSE x.outcome END,
+        -- The result of a body that returned after it was cancelled is discarded.
+        result = CASE WHEN next_status = 'cancelled' THEN NULL ELSE x.result END,
         updated_at = now()
     WHERE x.id = r.id;
     RETURN next_status;
