@@ -176,12 +176,17 @@ $$;
 -- job that is not a run's. seconds_left: until the run's deadline, by the database clock. For a job whose
 -- run is not running (cancelled while the job was being fetched, ...) only its id and status: the
 -- middleware does not run such a body.
-CREATE OR REPLACE FUNCTION agentlab_sched.run_context(job bigint) RETURNS jsonb
+-- For many jobs in one query (`agentlab-sched worker` reads them with the jobs it takes, fetch_jobs): one
+-- row per job that is a run's; run_context() reads one.
+CREATE OR REPLACE FUNCTION agentlab_sched.run_contexts(jobs bigint[]) RETURNS TABLE (job_id bigint, context jsonb)
 LANGUAGE sql STABLE
-SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Index lookups from the jobs asked for, whatever the statistics say (a body planned without the array's
+-- values, on tables analysed near empty, would hash-join a scan of every run).
+SET enable_hashjoin = off
+SET enable_mergejoin = off
 AS $$
-    SELECT CASE WHEN r.status <> 'running' THEN jsonb_build_object('run_id', r.id, 'status', r.status)
+    SELECT r.job_id, CASE WHEN r.status <> 'running' THEN jsonb_build_object('run_id', r.id, 'status', r.status)
            ELSE jsonb_build_object(
         'run_id', r.id, 'status', r.status, 'fire_id', r.fire_id, 'fire_at', f.fire_at, 'kind', f.kind,
         'schedule_id', r.schedule_id, 'schedule', s.name, 'segment', r.segment,
@@ -192,10 +197,18 @@ AS $$
         'late_seconds', extract(epoch FROM clock_timestamp() - f.fire_at),
         'approval', (SELECT to_jsonb(a) - 'job_id' FROM agentlab_sched.approvals a
                      WHERE a.run_id = r.id AND a.segment = r.segment - 1)) END
-    FROM agentlab_sched.runs r
+    FROM unnest(jobs) AS j(id)
+    JOIN agentlab_sched.runs r ON r.job_id = j.id
     LEFT JOIN agentlab_sched.fires f ON f.id = r.fire_id
     LEFT JOIN agentlab_sched.schedules s ON s.id = r.schedule_id
-    WHERE r.job_id = job
+$$;
+
+CREATE OR REPLACE FUNCTION agentlab_sched.run_context(job bigint) RETURNS jsonb
+LANGUAGE sql STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT c.context FROM agentlab_sched.run_contexts(ARRAY[job]) c
 $$;
 
 -- The task asked for approval (raise AwaitApproval): the run waits, with a pending approval for its

@@ -7,7 +7,7 @@
 -- Take up to `wanted` jobs for worker `worker`: the ones procrastinate_fetch_job_v2 would return one
 -- after the other (todo, due, in `queues` or any queue when NULL, highest priority first then oldest; a
 -- job is passed over while another job with its lock is doing, or waiting ahead of it), marked doing in
--- one statement. Returns them with their run's context (run_context(); NULL for a job that is not a
+-- one statement. Returns them with their run's context (run_contexts(); NULL for a job that is not a
 -- run's), read after the job trigger made the run running: the worker looks nothing up per job. When the
 -- runs cannot be read now (a lock held elsewhere beyond the session's lock_timeout, a statement timeout),
 -- the jobs are taken all the same with run_read false: the run middleware looks their runs up itself.
@@ -18,6 +18,10 @@ RETURNS TABLE (id bigint, status public.procrastinate_job_status, task_name char
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- The candidates in the order of Procrastinate's priority index, whatever the statistics say: right after
+-- a storm of jobs was queued onto a table analysed near empty, a bitmap scan would sort every waiting job
+-- at each call (2 ms for 10,000, against 0.06 ms).
+SET enable_bitmapscan = off
 AS $$
 DECLARE
     taken bigint[];
@@ -49,7 +53,7 @@ BEGIN
     SELECT array_agg(marked.id) INTO taken FROM marked;
     -- The job trigger ran at the end of that statement: the runs of these jobs are running now.
     BEGIN
-        SELECT jsonb_object_agg(t.id, agentlab_sched.run_context(t.id)) INTO contexts FROM unnest(taken) AS t(id);
+        SELECT jsonb_object_agg(c.job_id, c.context) INTO contexts FROM agentlab_sched.run_contexts(taken) c;
     EXCEPTION WHEN lock_not_available OR query_canceled THEN
         read := false;
     END;
