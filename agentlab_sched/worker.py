@@ -32,6 +32,7 @@ from agentlab_sched.notify.dispatcher import Dispatcher
 from agentlab_sched.observe import events, presence
 from agentlab_sched.observe.metrics import Metrics
 from agentlab_sched.runner import BatchWorker
+from agentlab_sched.runs.housekeeping import Housekeeper, housekeeping
 from agentlab_sched.runs.jobs import RunJobManager
 from agentlab_sched.runs.middleware import install, with_run_middleware
 from agentlab_sched.settings import Settings
@@ -115,7 +116,11 @@ async def run_worker(
         scheduler = Scheduler(app, url, settings)
         if scheduler.start():
             # The precise loop fires on time: the per-second periodic tick would only add a job a second.
-            _without_periodic_tick(app)
+            _without_periodic(app, blueprint_tick)
+        # Housekeeping in this process: a round costs a statement, not a job.
+        housekeeper = Housekeeper(app, settings)
+        housekeeper.start()
+        _without_periodic(app, housekeeping)
         dispatcher = Dispatcher(url, settings=settings)
         await dispatcher.start()  # starts its tasks and returns; without a usable key it says why and runs nothing
         report = presence.Report(
@@ -154,7 +159,9 @@ async def run_worker(
         stopped_at = loop.time()
         manager.stop_soon(STOP_WITHIN - STOP_GRACE - 0.3)
         failure = supervising.exception() if supervising.done() and not supervising.cancelled() else None
-        clean = await _stop_all(scheduler, dispatcher, supervisor, supervising, here, stopped_at + STOP_WITHIN - 0.2)
+        clean = await _stop_all(
+            scheduler, housekeeper, dispatcher, supervisor, supervising, here, stopped_at + STOP_WITHIN - 0.2
+        )
         events.worker_event("stopped", settings.locale, worker=report.name)
         if failure is not None:
             raise failure
@@ -250,6 +257,7 @@ class Supervisor:
 
 async def _stop_all(
     scheduler: Scheduler,
+    housekeeper: Housekeeper,
     dispatcher: Dispatcher,
     supervisor: Supervisor,
     supervising: asyncio.Task[None],
@@ -261,6 +269,7 @@ async def _stop_all(
     supervisor.stop()
     parts = [
         asyncio.create_task(scheduler.stop(), name="the precise loop"),
+        asyncio.create_task(housekeeper.stop(), name="housekeeping"),
         asyncio.create_task(dispatcher.stop(grace=1.5), name="notification dispatch"),
         asyncio.create_task(here.stop(), name="the worker's report"),
         supervising,
@@ -285,8 +294,8 @@ async def _pool_for(app: procrastinate.App, concurrency: int) -> None:
         await pool.resize(pool.min_size, needed)
 
 
-def _without_periodic_tick(app: procrastinate.App) -> None:
-    """Drop the blueprint's periodic tick from this app's periodic tasks (housekeeping stays)."""
+def _without_periodic(app: procrastinate.App, func: Any) -> None:
+    """Drop the periodic tasks of the blueprint's ``func`` (the tick, housekeeping) from this app's."""
     registry = app.periodic_registry.periodic_tasks
-    for key in [k for k, p in registry.items() if p.task.func is blueprint_tick]:
+    for key in [k for k, p in registry.items() if p.task.func is func]:
         del registry[key]

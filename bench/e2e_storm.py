@@ -30,7 +30,8 @@ readings taken out; and transaction ids, i.e. write transactions), CPU per job o
 from T - 2 s until the last job finished; the machine's calibration (``python_loop_ms``, ``commit_ms``,
 load); and ratios between the systems of the same run.
 
-``--drain`` measures the workers alone: N jobs already queued (agentlab: recorded by one ``fire_due``, with
+``BENCH_PROFILE_DIR=dir`` also samples each worker process with py-spy during the storm (``pip install
+py-spy``). ``--drain`` measures the workers alone: N jobs already queued (agentlab: recorded by one ``fire_due``, with
 their runs; ``agentlab-noruns``: plain ``bench.hit`` jobs in agentlab-sched's database, run by its worker;
 bare: plain jobs), held back by ``scheduled_at`` until T, when one NOTIFY wakes the workers. Its ratio
 agentlab / bare is the overhead of runs over a bare Procrastinate worker.
@@ -42,6 +43,7 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -253,6 +255,7 @@ def _measure(
     statements0 = bench.statements + admin.statements
     pg0 = common.postgres_cpu(srv.postmaster_pid)
     w0 = sum(common.process_cpu(p.pid, children=True) for p in procs)
+    profilers = _profile(system, procs, n)
     _sleep_until(at)
     deferred = None
     if system == "bare":
@@ -283,6 +286,9 @@ def _measure(
     w1 = sum(common.process_cpu(p.pid, children=True) for p in procs)
     pg1 = common.postgres_cpu(srv.postmaster_pid)
     window = (datetime.now(UTC) - at).total_seconds() + BEFORE
+    for profiler in profilers:
+        profiler.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
+        profiler.wait(30)
     starts = [
         float(r[0])
         for r in bench.conn.execute(
@@ -336,6 +342,35 @@ def _measure(
         "_tx0": tx0,
         "_statements0": statements0,
     }
+
+
+def _profile(system: str, procs: list[Any], n: int) -> list[subprocess.Popen[bytes]]:
+    """With BENCH_PROFILE_DIR set, py-spy samples each worker process during the storm (collapsed stacks,
+    ``<dir>/<system>-<n>-<pid>.txt``: one line per stack and its sample count)."""
+    where = os.environ.get("BENCH_PROFILE_DIR")
+    if not where:
+        return []
+    Path(where).mkdir(parents=True, exist_ok=True)
+    return [
+        subprocess.Popen(
+            [
+                str(BIN / "py-spy"),
+                "record",
+                "--pid",
+                str(p.pid),
+                "--format",
+                "raw",
+                "--rate",
+                "200",
+                "--nonblocking",
+                "-o",
+                str(Path(where) / f"{system}-{n}-{p.pid}.txt"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for p in procs
+    ]
 
 
 # --- drain: the workers alone ---------------------------------------------------------------------

@@ -243,3 +243,23 @@ def test_an_idle_agentlab_worker_sleeps(db_url: str) -> None:
         assert len(window) <= 5, f"{len(window)} wake-ups in 3 s"
 
     asyncio.run(main())
+
+
+async def test_the_worker_keeps_house_itself_without_housekeeping_jobs(db_url: str, conn: Conn) -> None:
+    """A running run whose job has no live worker is suspended by the worker's own round of housekeeping
+    (every 10 s, the first at start); no housekeeping job is deferred, taken or run for it."""
+    sid = await make_schedule(conn, "agent")
+    await tick.fire_due(conn, NINE + timedelta(seconds=1), settings=EN)
+    # Its job taken by a worker that is gone (no heartbeat row at all).
+    await conn.execute("UPDATE procrastinate_jobs SET status = 'doing' WHERE task_name = 'demo.echo'")
+    app = make_app(db_url)
+
+    async def suspended() -> bool:
+        return (
+            await _value(conn, "SELECT status FROM agentlab_sched.runs WHERE schedule_id = %s", (sid,)) == "suspended"
+        )
+
+    async with worker(app, db_url):
+        await wait_for(suspended, limit=20, what="the run suspended")
+        assert not any("housekeeping" in p.task.name for p in app.periodic_registry.periodic_tasks.values())
+    assert await _value(conn, "SELECT count(*) FROM procrastinate_jobs WHERE task_name LIKE '%%housekeeping'") == 0

@@ -8,10 +8,15 @@ waiting at a time): SQL ``agentlab_sched.housekeeping(...)`` (sql/80_housekeepin
   fallback) and reports tasks that ignore the abort;
 - with ``AGENTLAB_SCHED_RETENTION`` (e.g. ``30d``), prunes older history, at most once every
   ``PRUNE_EVERY`` seconds per worker and ``PRUNE_BATCH`` runs at a time.
+
+`agentlab-sched worker` runs the same round in its own process every `EVERY` seconds (`Housekeeper`)
+rather than as a periodic job; plain `procrastinate worker` hosts run the periodic task.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from datetime import timedelta
@@ -21,12 +26,15 @@ import procrastinate
 
 from agentlab_sched.database import queries
 from agentlab_sched.database.connections import scheduler_connection
+from agentlab_sched.database.reconnect import describe
 from agentlab_sched.errors import SchedError
 from agentlab_sched.runs.lifecycle import parse_age
 from agentlab_sched.settings import Settings
 
 logger = logging.getLogger(__name__)
 
+#: Seconds between two rounds (CRON says the same for the periodic task of plain workers).
+EVERY = 10.0
 #: Every 10 seconds (Procrastinate's cron puts seconds last): a dead worker's run is suspended within
 #: Procrastinate's 30 s stall window plus this.
 CRON = "* * * * * */10"
@@ -55,25 +63,62 @@ def retention(settings: Settings) -> timedelta | None:
         return None
 
 
-async def housekeeping(context: procrastinate.JobContext, timestamp: int) -> dict[str, Any]:
-    """One round of housekeeping on the app's database."""
-    settings = Settings.from_env()
+async def run_once(app: procrastinate.App, settings: Settings | None = None) -> dict[str, Any]:
+    """One round of housekeeping on the app's database; what it did."""
+    settings = settings or Settings.from_env()
     keep = retention(settings)
     now = time.monotonic()
-    if keep is not None and now - _pruned_at.get(id(context.app), -PRUNE_EVERY) < PRUNE_EVERY:
+    if keep is not None and now - _pruned_at.get(id(app), -PRUNE_EVERY) < PRUNE_EVERY:
         keep = None
-    async with scheduler_connection(context.app, settings) as conn:
+    async with scheduler_connection(app, settings) as conn:
         done: dict[str, Any] = await queries.value(
             conn,
             "housekeeping",
             {"stalled_after": STALLED_AFTER, "keep": keep, "abort_grace": ABORT_GRACE, "batch": PRUNE_BATCH},
         )
     if keep is not None:
-        _pruned_at[id(context.app)] = now
+        _pruned_at[id(app)] = now
     done = done or {}
     if done.get("suspended") or done.get("timeouts"):
         logger.info("housekeeping: %s", done)
     return done
+
+
+async def housekeeping(context: procrastinate.JobContext, timestamp: int) -> dict[str, Any]:
+    """One round of housekeeping on the app's database (the periodic task of plain workers)."""
+    return await run_once(context.app)
+
+
+class Housekeeper:
+    """`agentlab-sched worker`'s housekeeping: a round every `EVERY` seconds in the worker itself, in place
+    of the periodic task (a job a round: deferred, taken, run and ended, for one statement of work; most of
+    an idle worker's CPU)."""
+
+    def __init__(self, app: procrastinate.App, settings: Settings) -> None:
+        self.app = app
+        self.settings = settings
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self.task is None or self.task.done():
+            self.task = asyncio.create_task(self._run(), name="agentlab-sched-housekeeping")
+
+    async def stop(self) -> None:
+        task, self.task = self.task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await run_once(self.app, self.settings)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the database away, a lock: the next round tries again
+                logger.warning("housekeeping: %s; next round in %.0f s", describe(exc), EVERY)
+            await asyncio.sleep(EVERY)
 
 
 def register(bp: procrastinate.Blueprint, queue: str) -> None:
