@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,13 +37,22 @@ def test_no_reference_to_a_document_outside_the_repository() -> None:
     assert hits == [], "refer to a docs/ page instead:\n" + "\n".join(hits)
 
 
-def test_ci_runs_the_readme_test_command_then_the_linters_and_mypy() -> None:
+def test_ci_runs_the_readme_test_command_the_floor_then_the_linters_and_mypy() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     [command] = [line for line in readme.splitlines() if line.endswith(".venv/bin/pytest -q")]
     ci = [line for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
     assert command in ci
     after = ci[ci.index(command) + 1 :]
-    assert after == [".venv/bin/ruff check .", ".venv/bin/ruff format --check .", ".venv/bin/mypy"]
+    assert after == [".ci/floor", ".venv/bin/ruff check .", ".venv/bin/ruff format --check .", ".venv/bin/mypy"]
+
+
+def test_the_floor_run_installs_the_lowest_procrastinate_pyproject_allows() -> None:
+    """.ci/floor reads the floor from pyproject.toml, so raising it there is all it takes."""
+    floor = (ROOT / ".ci" / "floor").read_text(encoding="utf-8")
+    assert '"procrastinate==${floor}"' in floor
+    assert ".venv-floor/bin/pytest -q" in floor
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    assert [d for d in deps if d.startswith("procrastinate")] == ["procrastinate>=3.9,<4"]
 
 
 def test_no_import_inside_a_function_dodges_a_cycle() -> None:
