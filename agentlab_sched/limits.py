@@ -1,4 +1,5 @@
-"""Size limits (docs/security.md): one definition, checked by Python and, copied by migrate into
+"""Size limits (docs/security.md) and the bound of on_interrupt retry (docs/runs.md): one definition,
+checked by Python and, copied by migrate into
 ``agentlab_sched.config`` (``limit.<name>``), by SQL (``agentlab_sched.size_limit(name)``).
 
 They keep every schedule small: its inputs are copied into each fire's ledger row, run and job, and a
@@ -24,6 +25,8 @@ LIMITS: dict[str, int] = {
     "cron_chars": 1000,
     # what may be shown of a webhook URL (webhook_url_hint)
     "webhook_url_hint_chars": 300,
+    # how many times on_interrupt retry runs one run again (then it is suspended)
+    "interrupt_retries": 3,
 }
 
 

@@ -458,3 +458,39 @@ async def test_a_schedule_row_held_by_another_session_defers_the_count(db_url: s
     assert [(await run_row(conn, r["id"]))["tally_pending"] for r in (first, second)] == ["failure", "failure"]
     await conn.execute("SELECT agentlab_sched.housekeeping()")
     assert (await schedule_row(conn, sid))["consecutive_failures"] == 2
+
+
+# --------------------------------------------------------------------------------------------------
+# The reason of a backlog names what really happened
+# --------------------------------------------------------------------------------------------------
+
+
+async def test_a_backlog_behind_a_held_schedule_says_so(db_url: str, conn: Conn) -> None:
+    """Another session holds one schedule's row while ticks fire the others: its backlog row says that
+    it was held, not that no worker was firing (and a plain outage still says the latter)."""
+    from agentlab_sched.firing.tick import fire_due
+
+    from .firing_helpers import EN, fires
+
+    start = (await (await conn.execute("SELECT date_trunc('second', now()) AS t")).fetchone())["t"]
+    held = await make_schedule(conn, "held", cron="* * * * * *", timezone="UTC", next_run_at=start)
+    free = await make_schedule(conn, "free", cron="* * * * * *", timezone="UTC", next_run_at=start, overlap="allow_all")
+    async with await psycopg.AsyncConnection.connect(db_url) as holder:
+        async with holder.transaction():
+            await holder.execute("SELECT 1 FROM agentlab_sched.schedules WHERE id = %s FOR UPDATE", (held,))
+            for _ in range(5):  # ticks go on for the others
+                await fire_due(conn, settings=EN)
+                await asyncio.sleep(1)
+    await fire_due(conn, settings=EN)
+    [backlog] = [f for f in await fires(conn, held) if f["status"] == "skipped_misfire"]
+    assert backlog["reason_code"] == "misfire.backlog_locked"
+    assert "while another session held this schedule" in messages.render(
+        backlog["reason_code"], "en", **backlog["reason_params"]
+    )
+    assert [f["status"] for f in await fires(conn, free)].count("started") >= 5
+    # Nothing fired meanwhile (no worker at all): the reason stays the outage's.
+    await conn.execute("UPDATE agentlab_sched.schedules SET next_run_at = now() - interval '5 seconds'")
+    await conn.execute("DELETE FROM agentlab_sched.fires WHERE created_at > now() - interval '1 hour'")
+    await fire_due(conn, settings=EN)
+    codes = {f["reason_code"] for f in await fires(conn, held) if f["status"] == "skipped_misfire"}
+    assert codes == {"misfire.backlog"}

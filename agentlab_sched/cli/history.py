@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import getpass
 import json
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -285,24 +286,78 @@ def reject_cmd(
     _report_run(ctx, common.run(ctx, act), as_json, "run.rejected")
 
 
+#: `runs resume|abandon --suspended [SCHEDULE]`: every suspended run, or those of one schedule.
+Suspended = Annotated[
+    bool,
+    typer.Option("--suspended", help="Every suspended run (of the schedule named instead of RUN, if any)."),
+]
+RunOrSchedule = Annotated[
+    str | None,
+    typer.Argument(
+        help="The run's id or its first characters; with --suspended, a schedule's name.", show_default=False
+    ),
+]
+
+
 @runs_app.command("resume")
-def resume_cmd(ctx: typer.Context, run: RunId, by: By = None, as_json: JsonOption = False) -> None:
-    """Re-queue a suspended run (its worker stopped): Procrastinate retries its job."""
+def resume_cmd(
+    ctx: typer.Context, run: RunOrSchedule = None, suspended: Suspended = False, by: By = None,
+    as_json: JsonOption = False,
+) -> None:  # fmt: skip
+    """Re-queue a suspended run (its worker stopped): Procrastinate retries its job. With --suspended, every
+    suspended run (of one schedule)."""
+    if suspended:
+        _settle_suspended(ctx, lifecycle.resume_suspended, run, by, as_json, "run.resumed_suspended")
+        return
 
     async def act(conn: psycopg.AsyncConnection[Any]) -> lifecycle.Run:
-        return await lifecycle.resume(conn, run, _by(by))
+        return await lifecycle.resume(conn, _one_run(run), _by(by))
 
     _report_run(ctx, common.run(ctx, act), as_json, "run.resumed")
 
 
 @runs_app.command("abandon")
-def abandon_cmd(ctx: typer.Context, run: RunId, by: By = None, as_json: JsonOption = False) -> None:
-    """Give up on a suspended run: it is cancelled."""
+def abandon_cmd(
+    ctx: typer.Context, run: RunOrSchedule = None, suspended: Suspended = False, by: By = None,
+    as_json: JsonOption = False,
+) -> None:  # fmt: skip
+    """Give up on a suspended run: it is cancelled. With --suspended, on every suspended run (of one
+    schedule)."""
+    if suspended:
+        _settle_suspended(ctx, lifecycle.abandon_suspended, run, by, as_json, "run.abandoned_suspended")
+        return
 
     async def act(conn: psycopg.AsyncConnection[Any]) -> lifecycle.Run:
-        return await lifecycle.abandon(conn, run, _by(by))
+        return await lifecycle.abandon(conn, _one_run(run), _by(by))
 
     _report_run(ctx, common.run(ctx, act), as_json, "run.abandoned")
+
+
+def _one_run(run: str | None) -> str:
+    if run is None:
+        raise ValidationError("run.run_or_suspended", "run_id")
+    return run
+
+
+def _settle_suspended(
+    ctx: typer.Context,
+    settle: Callable[..., Awaitable[int]],
+    schedule: str | None,
+    by: str | None,
+    as_json: bool,
+    code: str,
+) -> None:
+    """Resume or abandon every suspended run (of ``schedule``); one line (or JSON) says how many."""
+
+    async def act(conn: psycopg.AsyncConnection[Any]) -> int:
+        return await settle(conn, schedule, _by(by))
+
+    count = common.run(ctx, act)
+    if as_json:
+        common.print_json({"schedule": schedule, "count": count})
+        return
+    scope = messages.term("run.scope_schedule", name=schedule) if schedule else messages.term("run.scope_all")
+    common.say(ctx, code, count=count, scope=scope)
 
 
 @runs_app.command("cancel")

@@ -22,19 +22,23 @@ from agentlab_sched.runs import lifecycle
 from agentlab_sched.schedules import admin
 from agentlab_sched.worker import run_worker
 
-#: The demo schedules `dev` seeds: one every 10 s, one that overlaps itself (skip policy).
+#: The demo schedules `dev` seeds: one every 10 s, one that overlaps itself (skip policy). A run that a
+#: stopped `dev` interrupted runs again when a worker is back (on_interrupt retry), rather than waiting to
+#: be resumed and holding the overlapping one up.
 DEMO_SCHEDULES: tuple[dict[str, Any], ...] = (
     {
         "name": "demo-echo-every-10s",
         "cron": "* * * * * */10",
         "task": "demo.echo",
         "inputs": {"day": "{{ schedule.date }}", "at": "{{ schedule.fire_at }}"},
+        "on_interrupt": "retry",
     },
     {
         "name": "demo-overlapping-sleep",
         "cron": "* * * * * */5",
         "task": "demo.sleep",
         "inputs": {"seconds": 12},
+        "on_interrupt": "retry",
     },
 )
 
@@ -133,11 +137,11 @@ async def _seed(url: str, tasks: list[str]) -> None:
         await tick.register_tasks(conn, tasks)
         for spec in DEMO_SCHEDULES:
             await admin.schedule(
-                conn, spec["name"], spec["cron"], spec["task"], spec["inputs"], timezone="UTC", enabled=False
-            )
+                conn, spec["name"], spec["cron"], spec["task"], spec["inputs"], timezone="UTC", enabled=False,
+                on_interrupt=spec["on_interrupt"],
+            )  # fmt: skip
             await admin.resume(conn, spec["name"])
-            for run in await lifecycle.list_runs(conn, spec["name"], status="suspended", limit=1000):
-                await lifecycle.abandon(conn, str(run.id), "agentlab-sched dev")
+            await lifecycle.abandon_suspended(conn, spec["name"], "agentlab-sched dev")
     finally:
         await conn.close()
 

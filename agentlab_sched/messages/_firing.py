@@ -9,6 +9,18 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "missed {first} ({timezone}) while no worker was firing; only the latest due time is caught up",
         "{first}({timezone})时没有调度在运行,错过的这次不再补发,只补最近的一次",
     ),
+    "misfire.backlog_locked": (
+        "missed {first} to {last} ({timezone}) while another session held this schedule (a long transaction, "
+        "a migration) and other schedules fired; only the latest due time is caught up",
+        "{first} 至 {last}({timezone})期间此定时任务被另一个会话占用(长事务或迁移),其他定时任务照常触发;"
+        "错过的触发不再补发,只补最近的一次",
+    ),
+    "misfire.backlog_locked_one": (
+        "missed {first} ({timezone}) while another session held this schedule (a long transaction, a migration) "
+        "and other schedules fired; only the latest due time is caught up",
+        "{first}({timezone})时此定时任务被另一个会话占用(长事务或迁移),其他定时任务照常触发;"
+        "错过的这次不再补发,只补最近的一次",
+    ),
     "misfire.beyond_grace": (
         "missed {first} to {last} ({timezone}), more than the misfire grace of {grace} ago; not caught up",
         "错过了 {first} 至 {last}({timezone})的触发,已超过补发宽限 {grace},不再补发",

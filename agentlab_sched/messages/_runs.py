@@ -63,6 +63,23 @@ MESSAGES.update(
             "已挂起:执行它的 worker 已停止(通常是服务重启所致),它不会自己接着执行;请继续运行,或放弃这次运行",
         ),
         "run.abandoned_by": ("abandoned by {by} after it was suspended", "已挂起的运行被 {by} 放弃"),
+        "run.interrupted_retried": (
+            "interrupted: its worker stopped under it; running it again on another worker (attempt {attempt} of "
+            "{most}, as the schedule's on_interrupt retry says)",
+            "运行被中断:执行它的 worker 中途停止;按定时任务的 on_interrupt retry 设置,换一个 worker 重新执行"
+            "(第 {attempt} 次,最多 {most} 次)",
+        ),
+        "run.suspended_after_retries": (
+            "suspended: its worker stopped under it {count} times, and on_interrupt retry runs a run again at most "
+            "that often; it will not continue by itself: resume it to run it again, or abandon it",
+            "已挂起:执行它的 worker 已 {count} 次中途停止,on_interrupt retry 最多只重新执行这么多次;它不会自己接着执行,"
+            "请继续运行,或放弃这次运行",
+        ),
+        "run.interrupted_abandoned": (
+            "cancelled: its worker stopped under it, and the schedule's on_interrupt abandon gives such a run up; "
+            "the next fire goes ahead",
+            "已取消:执行它的 worker 中途停止,定时任务的 on_interrupt abandon 设置放弃这样的运行;下一次触发照常进行",
+        ),
         "run.job_removed": (
             "cancelled: its Procrastinate job was removed (deleted) while it waited to start, so nothing will run it",
             "已取消:它的 Procrastinate 作业在等待开始时被删除,不会再有 worker 执行它",
@@ -193,6 +210,20 @@ MESSAGES.update(
             "运行 #{run} 已重新排队,worker 接手后继续运行",
         ),
         "run.abandoned": ("abandoned run #{run}; it is cancelled", "已放弃运行 #{run},运行已取消"),
+        "run.resumed_suspended": (
+            "queued again {count} suspended runs of {scope}; they start as soon as a worker picks them up",
+            "已将{scope}的 {count} 个已挂起的运行重新排队,worker 接手后继续运行",
+        ),
+        "run.abandoned_suspended": (
+            "abandoned {count} suspended runs of {scope}; they are cancelled",
+            "已放弃{scope}的 {count} 个已挂起的运行,运行已取消",
+        ),
+        "run.scope_all": ("every schedule", "所有定时任务"),
+        "run.scope_schedule": ('schedule "{name}"', "定时任务「{name}」"),
+        "run.run_or_suspended": (
+            "give the run to act on, or --suspended for every suspended run (and a schedule's name to keep to it)",
+            "请给出要处理的运行编号,或用 --suspended 处理所有已挂起的运行(可再给出定时任务名称只处理它的)",
+        ),
         "run.cancelled": ("cancelled run #{run}", "已取消运行 #{run}"),
         "run.abort_requested": (
             "asked run #{run} to stop; it ends as cancelled when its worker aborts it (a synchronous task must "

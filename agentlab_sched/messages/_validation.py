@@ -39,6 +39,7 @@ MESSAGES.update(
         "schedule.field.context": ("context", "上下文"),
         "schedule.field.dst_gap": ("dst_gap", "夏令时跳过的时刻"),
         "schedule.field.dst_repeat": ("dst_repeat", "夏令时重复的时段"),
+        "schedule.field.on_interrupt": ("on_interrupt", "中断后的处理"),
         "schedule.field.command": ("command", "SQL 命令"),
         "schedule.field.database": ("database", "数据库"),
         "schedule.field.username": ("username", "执行角色"),

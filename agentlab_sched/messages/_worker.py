@@ -172,9 +172,10 @@ MESSAGES.update(
         ),
         "doctor.suspended_none": ("suspended runs: none", "已挂起的运行:无"),
         "doctor.suspended": (
-            "suspended runs: {count} ({runs}): resume or abandon them "
-            "(agentlab-sched runs resume RUN, runs abandon RUN)",
-            "已挂起的运行:{count} 个({runs}):请继续运行或放弃(agentlab-sched runs resume 编号,runs abandon 编号)",
+            "suspended runs: {count} ({runs}): resume or abandon them (agentlab-sched runs resume RUN, runs "
+            "abandon RUN; all at once: runs resume --suspended [SCHEDULE]); or set the schedule's on_interrupt",
+            "已挂起的运行:{count} 个({runs}):请继续运行或放弃(agentlab-sched runs resume 编号,runs abandon 编号;"
+            "一次处理全部:runs resume --suspended [定时任务]);或设置定时任务的 on_interrupt",
         ),
         "doctor.failed_requests": (
             "fire requests that failed in the last day: {count} ({details})",

@@ -271,6 +271,24 @@ async def abandon(
     return await _by_someone(conn, "abandon", run, by, now)
 
 
+async def resume_suspended(
+    conn: psycopg.AsyncConnection[Any], schedule: str | None = None, by: str = "python", *, now: datetime | None = None
+) -> int:
+    """Re-queue every suspended run of ``schedule`` (of every schedule when None), oldest first, each as
+    `resume` does; how many."""
+    async with conn.transaction(), errors.translated():
+        return int(await queries.value(conn, "resume_suspended", {"name": schedule, "by": by, "now": now}))
+
+
+async def abandon_suspended(
+    conn: psycopg.AsyncConnection[Any], schedule: str | None = None, by: str = "python", *, now: datetime | None = None
+) -> int:
+    """Give up on every suspended run of ``schedule`` (of every schedule when None), each as `abandon`
+    does; how many."""
+    async with conn.transaction(), errors.translated():
+        return int(await queries.value(conn, "abandon_suspended", {"name": schedule, "by": by, "now": now}))
+
+
 async def _by_someone(
     conn: psycopg.AsyncConnection[Any], query: str, run: str | uuid.UUID, by: str, now: datetime | None
 ) -> Run:

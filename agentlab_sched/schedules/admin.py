@@ -124,6 +124,7 @@ class Schedule(_Record):
     context: str
     dst_gap: str
     dst_repeat: str
+    on_interrupt: str
     session_key: str | None
     #: The job it was imported from (pg_cron, Procrastinate), or None.
     imported_from: str | None
@@ -305,6 +306,7 @@ async def schedule(
     context: str | None = None,
     dst_gap: str | None = None,
     dst_repeat: str | None = None,
+    on_interrupt: str | None = None,
     now: datetime | None = None,
 ) -> Schedule:
     """Create the schedule ``name``, or update it if it exists (SQL ``schedule()``, like pg_cron).
@@ -407,6 +409,7 @@ async def alter(
     context: str | None = None,
     dst_gap: str | None = None,
     dst_repeat: str | None = None,
+    on_interrupt: str | None = None,
     new_name: str | None = None,
     expected_version: int | None = None,
     clear: Iterable[str] = (),

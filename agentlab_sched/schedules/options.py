@@ -59,6 +59,9 @@ from typing import Literal
 
 from agentlab_sched.schedules.cron import DST_GAP, DST_REPEAT
 
+#: What a run does when its worker stops under it (docs/runs.md): the first is the default.
+ON_INTERRUPT = ("suspend", "retry", "abandon")
+
 __all__ = ["CLEARABLE", "DEFAULTS", "NAMES", "OPTIONS", "PY_TYPES", "Option", "SqlType", "by_name", "sql_text"]
 
 SqlType = Literal["text", "integer", "interval", "boolean", "timestamptz"]
@@ -235,6 +238,15 @@ OPTIONS: tuple[Option, ...] = (
         "both",
         choices=DST_REPEAT,
         planning=True,
+    ),
+    Option(
+        "on_interrupt",
+        "text",
+        ON_INTERRUPT[0],
+        "A run whose worker stopped under it (a deploy, a crash) waits to be resumed or abandoned, runs again "
+        "on another worker (a few times, then waits), or ends cancelled so that the next fire goes ahead:",
+        "retry",
+        choices=ON_INTERRUPT,
     ),
 )
 

@@ -177,3 +177,11 @@ WITH w AS (
     RETURNING id
 )
 SELECT (SELECT count(*) FROM w) AS registered, (SELECT count(*) FROM j) AS jobs
+
+-- name: resume_suspended
+-- Re-queue every suspended run of schedule %(name)s (of every schedule when NULL): how many.
+SELECT agentlab_sched.resume_suspended(%(name)s::text, %(by)s::text, coalesce(%(now)s::timestamptz, now())) AS value
+
+-- name: abandon_suspended
+-- Give up on every suspended run of schedule %(name)s (of every schedule when NULL): how many.
+SELECT agentlab_sched.abandon_suspended(%(name)s::text, %(by)s::text, coalesce(%(now)s::timestamptz, now())) AS value

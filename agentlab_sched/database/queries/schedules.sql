@@ -26,6 +26,7 @@ SELECT agentlab_sched.schedule(
     context => %(context)s::text,
     dst_gap => %(dst_gap)s::text,
     dst_repeat => %(dst_repeat)s::text,
+    on_interrupt => %(on_interrupt)s::text,
     if_exists => %(if_exists)s::text) AS id
 
 -- name: schedule_sql
@@ -63,6 +64,7 @@ SELECT agentlab_sched.alter_schedule(
     context => %(context)s::text,
     dst_gap => %(dst_gap)s::text,
     dst_repeat => %(dst_repeat)s::text,
+    on_interrupt => %(on_interrupt)s::text,
     new_name => %(new_name)s::text,
     expected_version => %(expected_version)s::integer,
     clear => %(clear)s::text[]) AS version
@@ -72,7 +74,7 @@ SELECT agentlab_sched.alter_schedule(
 -- the reader role may run it).
 SELECT id, name, cron, timezone, task, inputs, queue, priority, overlap, misfire_grace, timeout, enabled, catchup,
        max_catchup, starts_at, ends_at, remaining_runs, pause_after_failures, consecutive_failures,
-       paused_reason, paused_at, context, dst_gap, dst_repeat, session_key, imported_from, defined_in,
+       paused_reason, paused_at, context, dst_gap, dst_repeat, on_interrupt, session_key, imported_from, defined_in,
        next_run_at, replan, version, created_at, updated_at,
        webhook_format, webhook_url_hint, webhook_configured, webhook_has_secret, webhook_events
 FROM agentlab_sched.schedules WHERE name = %(name)s

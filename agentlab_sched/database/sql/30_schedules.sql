@@ -521,7 +521,13 @@ CREATE OR REPLACE TRIGGER schedules_after_update
     WHEN (NEW.version <> OLD.version OR (NEW.replan IS NOT NULL AND NEW.replan IS DISTINCT FROM OLD.replan))
     EXECUTE FUNCTION agentlab_sched.schedules_after_write();
 
--- Signatures of earlier versions (before dst_gap and dst_repeat).
+-- Signatures of earlier versions (before on_interrupt).
+DROP FUNCTION IF EXISTS agentlab_sched.alter_schedule(text, text, text, text, jsonb, boolean, text, interval,
+    interval, text, integer, text, integer, timestamptz, timestamptz, integer, integer, text, text, text, text,
+    integer, text[]);
+DROP FUNCTION IF EXISTS agentlab_sched.schedule(text, text, text, jsonb, text, text, integer, text, interval,
+    interval, boolean, text, integer, timestamptz, timestamptz, integer, integer, text, text, text, text);
+-- (before dst_gap and dst_repeat)
 DROP FUNCTION IF EXISTS agentlab_sched.alter_schedule(text, text, text, text, jsonb, boolean, text, interval,
     interval, text, integer, text, integer, timestamptz, timestamptz, integer, integer, text, text, integer, text[]);
 DROP FUNCTION IF EXISTS agentlab_sched.schedule(text, text, text, jsonb, text, text, integer, text, interval,
@@ -552,6 +558,7 @@ CREATE OR REPLACE FUNCTION agentlab_sched.alter_schedule(
     context text DEFAULT NULL,
     dst_gap text DEFAULT NULL,
     dst_repeat text DEFAULT NULL,
+    on_interrupt text DEFAULT NULL,
     new_name text DEFAULT NULL,
     expected_version integer DEFAULT NULL,
     clear text[] DEFAULT NULL)
@@ -614,7 +621,8 @@ BEGIN
                                     ELSE coalesce(pause_after_failures, s.pause_after_failures) END,
         context = coalesce(context, s.context),
         dst_gap = coalesce(dst_gap, s.dst_gap),
-        dst_repeat = coalesce(dst_repeat, s.dst_repeat)
+        dst_repeat = coalesce(dst_repeat, s.dst_repeat),
+        on_interrupt = coalesce(on_interrupt, s.on_interrupt)
     WHERE s.name = name AND (expected_version IS NULL OR s.version = expected_version)
     RETURNING s.version INTO result;
     IF FOUND THEN
@@ -656,6 +664,7 @@ CREATE OR REPLACE FUNCTION agentlab_sched.schedule(
     context text DEFAULT NULL,
     dst_gap text DEFAULT NULL,
     dst_repeat text DEFAULT NULL,
+    on_interrupt text DEFAULT NULL,
     if_exists text DEFAULT 'update')
 RETURNS bigint
 LANGUAGE plpgsql
@@ -693,7 +702,7 @@ BEGIN
                 queue => queue, priority => priority, catchup => catchup, max_catchup => max_catchup,
                 starts_at => starts_at, ends_at => ends_at, remaining_runs => remaining_runs,
                 pause_after_failures => pause_after_failures, context => context, dst_gap => dst_gap,
-                dst_repeat => dst_repeat);
+                dst_repeat => dst_repeat, on_interrupt => on_interrupt);
             RETURN sid;
         END IF;
         -- The arguments left NULL take the option's default (schedule_options, from schedules/options.py).
@@ -701,14 +710,15 @@ BEGIN
         INSERT INTO agentlab_sched.schedules AS s
             (name, cron, task, inputs, timezone, queue, priority, overlap, misfire_grace, timeout, enabled,
              catchup, max_catchup, starts_at, ends_at, remaining_runs, pause_after_failures, context, dst_gap,
-             dst_repeat)
+             dst_repeat, on_interrupt)
         VALUES (name, cron, task, inputs, timezone, coalesce(queue, d.queue), coalesce(priority, d.priority),
                 coalesce(overlap, d.overlap), coalesce(misfire_grace, d.misfire_grace),
                 coalesce(timeout, d.timeout), coalesce(enabled, d.enabled), coalesce(catchup, d.catchup),
                 coalesce(max_catchup, d.max_catchup), coalesce(starts_at, d.starts_at),
                 coalesce(ends_at, d.ends_at), coalesce(remaining_runs, d.remaining_runs),
                 coalesce(pause_after_failures, d.pause_after_failures), coalesce(context, d.context),
-                coalesce(dst_gap, d.dst_gap), coalesce(dst_repeat, d.dst_repeat))
+                coalesce(dst_gap, d.dst_gap), coalesce(dst_repeat, d.dst_repeat),
+                coalesce(on_interrupt, d.on_interrupt))
         ON CONFLICT ON CONSTRAINT schedules_name_key DO NOTHING
         RETURNING s.id INTO sid;
         IF sid IS NOT NULL THEN

@@ -235,6 +235,17 @@ AS $$
 DECLARE
     fid bigint;
 BEGIN
+    -- A backlog is missed due times no tick fired. When ticks fired other schedules meanwhile, the reason
+    -- was not that no worker was firing: this schedule was held by another session (the tick skips a
+    -- locked row).
+    IF fire_status = 'skipped_misfire' AND code IN ('misfire.backlog', 'misfire.backlog_one')
+       AND EXISTS (SELECT 1 FROM agentlab_sched.fires f
+                   WHERE f.created_at > at + interval '2 seconds'
+                     AND f.created_at < pg_catalog.clock_timestamp() - interval '2 seconds'
+                     AND f.schedule_id <> sid) THEN
+        code := replace(code, 'misfire.backlog', 'misfire.backlog_locked');
+        reason_text := NULL;
+    END IF;
     INSERT INTO agentlab_sched.fires (schedule_id, fire_at, kind, status, reason_code, reason_params, reason,
                                       requested_by)
     VALUES (sid, at, fire_kind, fire_status, code, params,

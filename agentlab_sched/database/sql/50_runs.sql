@@ -126,6 +126,89 @@ AS $$
                 OR coalesce(abort_requested, false))
 $$;
 
+-- The schedule's on_interrupt, read without waiting on the schedules table (a job may be being finished):
+-- 'suspend' when the row cannot be read at once, and for a run without a schedule.
+CREATE OR REPLACE FUNCTION agentlab_sched.interrupt_policy(sid bigint) RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    saved text := pg_catalog.current_setting('lock_timeout');
+    policy text;
+BEGIN
+    IF sid IS NULL THEN
+        RETURN 'suspend';
+    END IF;
+    PERFORM pg_catalog.set_config('lock_timeout', '50ms', true);
+    BEGIN
+        SELECT s.on_interrupt INTO policy FROM agentlab_sched.schedules s WHERE s.id = sid;
+    EXCEPTION WHEN lock_not_available THEN
+        policy := NULL;
+    END;
+    PERFORM pg_catalog.set_config('lock_timeout', saved, true);
+    RETURN coalesce(policy, 'suspend');
+END
+$$;
+
+-- A run nobody asked to stop was interrupted: a stopping worker aborted its job (`job_live` false: the job
+-- has ended), or its worker died or lost the database (its job is still doing on a worker that is gone,
+-- `job_live` true). What follows is its schedule's on_interrupt (docs/runs.md):
+-- - suspend: the run is suspended, reported once; it blocks a skip schedule until resumed or abandoned;
+-- - retry: it runs again on another worker (its stalled job retried, or a new job when it ended), at most
+--   limit interrupt_retries times (limits.py); after that it is suspended, saying so;
+-- - abandon: it ends cancelled, saying why, its stalled job ended; the next fire goes ahead.
+-- The caller holds the run's row (and its job's). Returns the run's new status.
+CREATE OR REPLACE FUNCTION agentlab_sched.interrupt_run(r agentlab_sched.runs, job_live boolean,
+                                                      at timestamptz DEFAULT now())
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    policy text := agentlab_sched.interrupt_policy(r.schedule_id);
+    most integer := agentlab_sched.size_limit('interrupt_retries');
+    jid bigint;
+BEGIN
+    IF policy = 'retry' AND r.interrupts < most THEN
+        IF job_live AND r.job_id IS NOT NULL THEN
+            -- doing -> todo (its place, lock and priority kept): the job trigger queues the run.
+            PERFORM public.procrastinate_retry_job_v2(r.job_id, NULL, NULL, NULL, NULL);
+            jid := r.job_id;
+        ELSE
+            jid := agentlab_sched.defer_run_job(r);
+        END IF;
+        UPDATE agentlab_sched.runs x
+        SET status = 'queued', job_id = jid, interrupts = x.interrupts + 1, deadline_at = NULL, finished_at = NULL,
+            abort_reason = NULL, abort_requested_at = NULL, outcome = NULL,
+            error = agentlab_sched.msg('run.interrupted_retried', jsonb_build_object('attempt', x.interrupts + 1,
+                                                                                     'most', most)),
+            error_code = 'run.interrupted_retried', updated_at = at
+        WHERE x.id = r.id;
+        RETURN 'queued';
+    ELSIF policy = 'abandon' THEN
+        UPDATE agentlab_sched.runs x
+        SET status = 'cancelled', finished_at = at, deadline_at = NULL, abort_reason = 'interrupted',
+            abort_requested_at = NULL, error = agentlab_sched.msg('run.interrupted_abandoned'),
+            error_code = 'run.interrupted_abandoned', updated_at = at
+        WHERE x.id = r.id;
+        IF job_live AND r.job_id IS NOT NULL THEN
+            PERFORM public.procrastinate_finish_job_v1(r.job_id, 'aborted', false);  -- its lock released
+        END IF;
+        RETURN 'cancelled';
+    END IF;
+    UPDATE agentlab_sched.runs x
+    SET status = 'suspended', suspended_at = at, deadline_at = NULL, finished_at = NULL, abort_reason = NULL,
+        abort_requested_at = NULL, outcome = NULL,
+        error = CASE WHEN policy = 'retry'
+                     THEN agentlab_sched.msg('run.suspended_after_retries', jsonb_build_object('count', r.interrupts))
+                     ELSE agentlab_sched.msg('run.suspended') END,
+        error_code = CASE WHEN policy = 'retry' THEN 'run.suspended_after_retries' ELSE 'run.suspended' END,
+        updated_at = at
+    WHERE x.id = r.id;
+    RETURN 'suspended';
+END
+$$;
+
 -- What a run becomes when its job `ended` so (a job status, or 'removed_waiting' / 'removed_running' when
 -- the job row was deleted while todo / doing), and writes it. `abort_requested`: the job's flag before the
 -- change (a cancel asked through Procrastinate). Returns the run's new status, or NULL when it stays.
@@ -195,13 +278,8 @@ BEGIN
     END IF;
 
     IF next_status = 'interrupted' THEN
-        -- Nobody asked it to stop (its worker stopped, a shutdown aborted it): suspended, resumable.
-        UPDATE agentlab_sched.runs x
-        SET status = 'suspended', suspended_at = now(), deadline_at = NULL, finished_at = NULL,
-            abort_reason = NULL, abort_requested_at = NULL, outcome = NULL,
-            error = agentlab_sched.msg('run.suspended'), error_code = 'run.suspended', updated_at = now()
-        WHERE x.id = r.id;
-        RETURN 'suspended';
+        -- Nobody asked it to stop (a stopping worker aborted it): what its schedule's on_interrupt says.
+        RETURN agentlab_sched.interrupt_run(r, false);
     END IF;
 
     pending := agentlab_sched.tally_run(r.id, r.schedule_id, CASE WHEN next_status = 'succeeded' THEN 'success'

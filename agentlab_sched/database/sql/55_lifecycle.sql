@@ -470,7 +470,7 @@ BEGIN
     END IF;
     UPDATE agentlab_sched.runs x
     SET status = 'queued', job_id = jid, error = NULL, error_code = NULL, abort_reason = NULL,
-        abort_requested_at = NULL, finished_at = NULL, updated_at = now
+        abort_requested_at = NULL, finished_at = NULL, interrupts = 0, updated_at = now
     WHERE x.id = r.id;
     RETURN jid;
 END
@@ -514,6 +514,69 @@ BEGIN
         PERFORM public.procrastinate_finish_job_v1(r.job_id, 'aborted', false);
     END IF;
     RETURN 'cancelled';
+END
+$$;
+
+-- Settle many suspended runs at once: those of schedule `name` (every schedule's when NULL), oldest first,
+-- each as resume_run() / abandon() does it. A run that moved on meanwhile is passed over. Returns how many
+-- were resumed / abandoned; an unknown schedule name raises (P0002).
+CREATE OR REPLACE FUNCTION agentlab_sched.resume_suspended(name text DEFAULT NULL, by text DEFAULT current_user,
+                                                           now timestamptz DEFAULT now())
+RETURNS integer
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN agentlab_sched.settle_suspended(name, by, now, 'resume');
+END
+$$;
+
+CREATE OR REPLACE FUNCTION agentlab_sched.abandon_suspended(name text DEFAULT NULL, by text DEFAULT current_user,
+                                                            now timestamptz DEFAULT now())
+RETURNS integer
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN agentlab_sched.settle_suspended(name, by, now, 'abandon');
+END
+$$;
+
+CREATE OR REPLACE FUNCTION agentlab_sched.settle_suspended(name text, by text, now timestamptz, action text)
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    sid bigint;
+    rid uuid;
+    n integer := 0;
+BEGIN
+    PERFORM agentlab_sched.check_decision(by, NULL, NULL);
+    IF name IS NOT NULL THEN
+        SELECT s.id INTO sid FROM agentlab_sched.schedules s WHERE s.name = name;
+        IF NOT FOUND THEN
+            PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', name));
+        END IF;
+    END IF;
+    FOR rid IN SELECT r.id FROM agentlab_sched.runs r
+               WHERE r.status = 'suspended' AND (name IS NULL OR r.schedule_id = sid)
+               ORDER BY r.created_at, r.id LOOP
+        BEGIN
+            IF action = 'resume' THEN
+                PERFORM agentlab_sched.resume_run(rid, by, now);
+            ELSE
+                PERFORM agentlab_sched.abandon(rid, by, now);
+            END IF;
+            n := n + 1;
+        EXCEPTION WHEN object_not_in_prerequisite_state THEN
+            NULL;  -- no longer suspended: someone settled it meanwhile
+        END;
+    END LOOP;
+    RETURN n;
 END
 $$;
 
@@ -562,9 +625,9 @@ $$;
 -- ------------------------------------------------------------------------------------------------
 
 -- Runs whose job is `doing` on a worker that stopped heartbeating for `stalled_after` (Procrastinate's
--- stalled jobs), or whose job is gone: suspended, with an error saying what to do. A run that was
--- being aborted (timeout, cancel, a newer fire) ends as that abort would have ended it. Returns how many
--- runs moved.
+-- stalled jobs), or whose job is gone: interrupted (interrupt_run: suspended with an error saying what to
+-- do, or what the schedule's on_interrupt says). A run that was being aborted (timeout, cancel, a newer
+-- fire) ends as that abort would have ended it. Returns how many runs moved.
 CREATE OR REPLACE FUNCTION agentlab_sched.detect_suspended(now timestamptz DEFAULT now(),
                                                            stalled_after interval DEFAULT interval '30 seconds')
 RETURNS integer
@@ -593,14 +656,13 @@ BEGIN
         WHERE x.id = c.id AND x.status = 'running' AND x.job_id IS NOT DISTINCT FROM c.job_id
         FOR UPDATE SKIP LOCKED;
         CONTINUE WHEN NOT FOUND;
-        IF r.abort_reason IS NOT NULL AND r.abort_reason <> 'shutdown' AND r.job_id IS NOT NULL THEN
+        IF r.job_id IS NOT NULL AND (r.abort_reason IS NOT NULL AND r.abort_reason <> 'shutdown'
+                                     OR EXISTS (SELECT 1 FROM public.procrastinate_jobs j
+                                                WHERE j.id = r.job_id AND j.abort_requested)) THEN
             PERFORM public.procrastinate_finish_job_v1(r.job_id, 'aborted', false);  -- the job trigger ends the run
         ELSE
-            UPDATE agentlab_sched.runs x
-            SET status = 'suspended', suspended_at = now, deadline_at = NULL, abort_reason = NULL,
-                abort_requested_at = NULL, error = agentlab_sched.msg('run.suspended'), error_code = 'run.suspended',
-                updated_at = now
-            WHERE x.id = r.id;
+            -- Its worker is gone: what its schedule's on_interrupt says (suspended by default).
+            PERFORM agentlab_sched.interrupt_run(r, r.job_id IS NOT NULL, now);
         END IF;
         n := n + 1;
     END LOOP;

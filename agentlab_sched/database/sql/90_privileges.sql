@@ -41,7 +41,8 @@ AS $$
         WHEN 'admin' THEN ARRAY[
             -- the SQL API: every change goes through validation and the audit
             'schedule', 'alter_schedule', 'unschedule', 'pause', 'resume', 'trigger', 'trigger_now', 'backfill',
-            'approve', 'reject', 'resume_run', 'abandon', 'cancel_run', 'reset_session', 'prune',
+            'approve', 'reject', 'resume_run', 'abandon', 'resume_suspended', 'abandon_suspended', 'cancel_run',
+            'reset_session', 'prune',
             'set_webhook', 'rotate_webhook', 'mark_imported',
             -- schedules defined in code: a deploy's sync (schedules/code.py)
             'begin_code_sync', 'end_code_sync', 'code_schedule_mark', 'code_schedule_gone',

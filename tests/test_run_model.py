@@ -1,0 +1,361 @@
+"""A model-based test of the whole run state machine (hypothesis RuleBasedStateMachine) on the real
+PostgreSQL, with Procrastinate's own job operations (the SQL functions its worker, job manager and shell
+call: fetch, finish, retry, cancel, delete), over schedules covering every overlap policy and every
+on_interrupt value. Rules fire due times (an injected clock), trigger, fetch / succeed / fail / retry
+jobs, abort, cancel (with and without deleting the job), delete jobs, stall a worker and run
+housekeeping, ask for approval, approve / reject, resume / abandon. After every step:
+
+- a run's status agrees with its job's, or its job is gone and the run is terminal (or suspended, or
+  awaiting approval with its segment's job gone);
+- every non-terminal run has a job that can still run, or is suspended (and shown so), or awaits a
+  decision;
+- no schedule is blocked (skipped_overlap) by a terminal run or by a run without a job;
+- buffer_one never has two waiting runs;
+- consecutive_failures equals the failures since the last success (each run counted once);
+- every started fire has exactly one run;
+- no job that holds a lock or a queueing lock (todo or doing) belongs to a terminal run.
+
+AGENTLAB_SCHED_MODEL_EXAMPLES sets how many examples (a few hundred by default, bounded in time; the
+closing notes report a run of 10,000).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
+
+from agentlab_sched import database as db
+from agentlab_sched.firing.tick import fire_due
+from agentlab_sched.settings import Settings
+
+EXAMPLES = int(os.environ.get("AGENTLAB_SCHED_MODEL_EXAMPLES", "200"))
+#: The run transitions the examples went through (printed with -s: what the model covered).
+TRANSITIONS: Counter[str] = Counter()
+START = datetime(2026, 10, 5, 1, 0, tzinfo=UTC)
+EN = Settings(locale="en")
+TERMINAL = ["succeeded", "failed", "cancelled", "timed_out"]
+#: (name, overlap, on_interrupt, pause_after_failures): every overlap policy and every on_interrupt value.
+SCHEDULES = (
+    ("skip-suspend", "skip", "suspend", None),
+    ("one-retry", "buffer_one", "retry", None),
+    ("all-abandon", "buffer_all", "abandon", None),
+    ("free-suspend", "allow_all", "suspend", 2),
+    ("newest-retry", "cancel_other", "retry", None),
+)
+#: What a run's status may be beside its job's (None: the job is gone).
+AGREES: dict[str, set[str | None]] = {
+    "queued": {"todo"},
+    "running": {"doing"},
+    "awaiting_approval": {"succeeded", "todo", None},  # the asking segment's job; the approved one waiting
+    "suspended": {"doing", "aborted", None},  # stalled on a dead worker; aborted by a stopping one; deleted
+    "succeeded": {"succeeded", None},
+    "failed": {"failed", None},
+    "cancelled": {"cancelled", "aborted", "failed", "succeeded", None},
+    "timed_out": {"aborted", "failed", "succeeded", None},
+}
+
+
+class RunModel(RuleBasedStateMachine):
+    url: str
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.conn = self.loop.run_until_complete(db.connect(self.url, locale="en"))
+        self.q(
+            """TRUNCATE agentlab_sched.runs, agentlab_sched.fires, agentlab_sched.schedules, agentlab_sched.outbox,
+                        agentlab_sched.fire_requests, agentlab_sched.approvals, public.procrastinate_jobs,
+                        public.procrastinate_workers, public.procrastinate_events RESTART IDENTITY CASCADE"""
+        )
+        self.q("SELECT agentlab_sched.register_tasks(ARRAY['demo.echo'])")
+        self.now = START
+        self.ids: dict[str, int] = {}
+        for name, overlap, on_interrupt, pause in SCHEDULES:
+            row = self.one(
+                """INSERT INTO agentlab_sched.schedules (name, cron, task, timezone, overlap, on_interrupt,
+                       pause_after_failures, next_run_at, replan)
+                   VALUES (%s, '* * * * *', 'demo.echo', 'UTC', %s, %s, %s, %s, NULL) RETURNING id""",
+                (name, overlap, on_interrupt, pause, START),
+            )
+            self.ids[name] = row["id"]
+        self.worker = self.new_worker()
+        #: The model of consecutive_failures: per schedule, the count and the runs counted since the last reset.
+        self.count = dict.fromkeys(self.ids.values(), 0)
+        self.counted: dict[int, set[Any]] = {sid: set() for sid in self.ids.values()}
+        self.seen: dict[Any, str] = {}
+        self.fires_checked = 0
+
+    def teardown(self) -> None:
+        self.loop.run_until_complete(self.conn.close())
+        self.loop.close()
+
+    # ----------------------------------------------------------------------------------------- helpers
+
+    def q(self, sql: str, params: Any = None) -> None:
+        self.loop.run_until_complete(self.conn.execute(sql, params))
+
+    def one(self, sql: str, params: Any = None) -> Any:
+        cur = self.loop.run_until_complete(self.conn.execute(sql, params))
+        return self.loop.run_until_complete(cur.fetchone())
+
+    def all(self, sql: str, params: Any = None) -> list[Any]:
+        cur = self.loop.run_until_complete(self.conn.execute(sql, params))
+        return self.loop.run_until_complete(cur.fetchall())
+
+    @staticmethod
+    def pick(data: st.DataObject, items: list[Any]) -> Any:
+        """One of ``items`` (ordered the same way in every example): drawn as an index, so that the data
+        hypothesis draws does not depend on the database's ids."""
+        return items[data.draw(st.integers(min_value=0, max_value=10**6)) % len(items)]
+
+    def new_worker(self) -> int:
+        return self.one("SELECT * FROM procrastinate_register_worker_v1()")["worker_id"]
+
+    def jobs(self, status: str) -> list[int]:
+        return [r["id"] for r in self.all("SELECT id FROM procrastinate_jobs WHERE status = %s ORDER BY id", (status,))]
+
+    def runs(self, status: str) -> list[Any]:
+        query = "SELECT id FROM agentlab_sched.runs WHERE status = %s ORDER BY fire_id, created_at"
+        return [r["id"] for r in self.all(query, (status,))]
+
+    def settle_model(self) -> None:
+        """Count what the step did to runs: a run that became failed/timed_out counts (once until a reset),
+        one that became succeeded resets its schedule's count; resuming a paused schedule resets it."""
+        for r in self.all(
+            "SELECT id, schedule_id, status, finished_at FROM agentlab_sched.runs ORDER BY finished_at NULLS LAST, id"
+        ):
+            before = self.seen.get(r["id"])
+            self.seen[r["id"]] = r["status"]
+            if r["status"] == before or r["schedule_id"] is None:
+                continue
+            TRANSITIONS[f"{before or 'new'} -> {r['status']}"] += 1
+            sid = r["schedule_id"]
+            if r["status"] == "succeeded":
+                self.count[sid] = 0
+                self.counted[sid] = set()
+            elif r["status"] in ("failed", "timed_out") and r["id"] not in self.counted[sid]:
+                self.count[sid] += 1
+                self.counted[sid].add(r["id"])
+
+    # ------------------------------------------------------------------------------------------- rules
+
+    @rule(seconds=st.integers(min_value=1, max_value=150))
+    def tick(self, seconds: int) -> None:
+        """The clock moves on; a tick fires what is due (on time, or a misfire/backlog after a long gap)."""
+        self.now += timedelta(seconds=seconds)
+        self.loop.run_until_complete(fire_due(self.conn, self.now, settings=EN))
+
+    @rule(name=st.sampled_from([s[0] for s in SCHEDULES]))
+    def trigger(self, name: str) -> None:
+        """A manual fire (the SQL trigger(), carried out by the next tick)."""
+        if self.one("SELECT enabled FROM agentlab_sched.schedules WHERE name = %s", (name,))["enabled"]:
+            self.q("SELECT agentlab_sched.trigger(%s)", (name,))
+            self.loop.run_until_complete(fire_due(self.conn, self.now, settings=EN))
+
+    @rule(n=st.integers(min_value=1, max_value=3))
+    def fetch(self, n: int) -> None:
+        """The worker takes up to n jobs, as its fetch loop does."""
+        for _ in range(n):
+            self.q("SELECT * FROM procrastinate_fetch_job_v2(NULL, %s)", (self.worker,))
+
+    @precondition(lambda self: self.jobs("doing"))
+    @rule(data=st.data(), status=st.sampled_from(["succeeded", "failed"]), delete=st.booleans())
+    def finish(self, data: st.DataObject, status: str, delete: bool) -> None:
+        """A worker finishes a job, with the middleware's record first (it is what a deleted job ends as)."""
+        jid = self.pick(data, (self.jobs("doing")))
+        run = self.one("SELECT id FROM agentlab_sched.runs WHERE job_id = %s AND status = 'running'", (jid,))
+        if run is not None and status == "succeeded":
+            self.q("SELECT agentlab_sched.record_result(%s, %s, %s::jsonb)", (run["id"], jid, json.dumps({"ok": 1})))
+        elif run is not None:
+            self.q("SELECT agentlab_sched.record_task_error(%s, %s, 'boom', 'run.task_failed')", (run["id"], jid))
+        self.q("SELECT procrastinate_finish_job_v1(%s, %s, %s)", (jid, status, delete))
+
+    @precondition(lambda self: self.jobs("doing"))
+    @rule(data=st.data())
+    def retry_running(self, data: st.DataObject) -> None:
+        """The attempt failed and Procrastinate retries the job (a task with retry=)."""
+        jid = self.pick(data, (self.jobs("doing")))
+        self.q("SELECT procrastinate_retry_job_v2(%s, NULL, NULL, NULL, NULL)", (jid,))
+
+    @precondition(lambda self: self.jobs("failed"))
+    @rule(data=st.data())
+    def retry_failed(self, data: st.DataObject) -> None:
+        """`retry N` in the procrastinate shell."""
+        jid = self.pick(data, (self.jobs("failed")))
+        self.q("SELECT procrastinate_retry_job_v2(%s, now(), NULL, NULL, NULL)", (jid,))
+
+    @precondition(lambda self: self.jobs("doing"))
+    @rule(data=st.data())
+    def abort(self, data: st.DataObject) -> None:
+        """The worker aborts a job: asked to (an abort request), or stopping (nobody asked: interrupted)."""
+        jid = self.pick(data, (self.jobs("doing")))
+        self.q("SELECT procrastinate_finish_job_v1(%s, 'aborted', false)", (jid,))
+
+    @precondition(lambda self: self.all("SELECT 1 FROM agentlab_sched.runs WHERE NOT (status = ANY(%s))", (TERMINAL,)))
+    @rule(data=st.data())
+    def cancel_run(self, data: st.DataObject) -> None:
+        query = "SELECT id FROM agentlab_sched.runs WHERE NOT (status = ANY(%s)) ORDER BY fire_id, created_at"
+        rid = self.pick(data, [r["id"] for r in self.all(query, (TERMINAL,))])
+        self.q("SELECT agentlab_sched.cancel_run(%s, 'model')", (rid,))
+
+    @precondition(lambda self: self.jobs("todo") or self.jobs("doing"))
+    @rule(data=st.data(), delete=st.booleans())
+    def procrastinate_cancel(self, data: st.DataObject, delete: bool) -> None:
+        """Procrastinate's cancel (with abort for a running job), with or without deleting the job."""
+        jid = self.pick(data, (self.jobs("todo") + self.jobs("doing")))
+        self.q("SELECT procrastinate_cancel_job_v1(%s, true, %s)", (jid, delete))
+
+    @precondition(lambda self: self.all("SELECT 1 FROM procrastinate_jobs"))
+    @rule(data=st.data())
+    def delete_job(self, data: st.DataObject) -> None:
+        """A DELETE by hand (or retention): any job, finished or not."""
+        jid = self.pick(data, ([r["id"] for r in self.all("SELECT id FROM procrastinate_jobs ORDER BY id")]))
+        self.q("DELETE FROM procrastinate_jobs WHERE id = %s", (jid,))
+
+    @rule()
+    def stall_and_housekeeping(self) -> None:
+        """The worker dies (its heartbeat stops); housekeeping finds its runs; another worker takes over."""
+        self.q(
+            "UPDATE procrastinate_workers SET last_heartbeat = now() - interval '1 hour' WHERE id = %s", (self.worker,)
+        )
+        self.q("SELECT agentlab_sched.housekeeping(now(), interval '30 seconds', NULL, interval '10 seconds', 100)")
+        self.worker = self.new_worker()
+
+    @precondition(lambda self: self.runs("running"))
+    @rule(data=st.data())
+    def ask_approval(self, data: st.DataObject) -> None:
+        """The task raises AwaitApproval: the middleware's call, then its job ends normally."""
+        rid = self.pick(data, (self.runs("running")))
+        jid = self.one("SELECT job_id FROM agentlab_sched.runs WHERE id = %s", (rid,))["job_id"]
+        self.q("SELECT agentlab_sched.await_approval(%s, %s, 'ok?', '{}'::jsonb)", (rid, jid))
+        self.q("SELECT procrastinate_finish_job_v1(%s, 'succeeded', false)", (jid,))
+
+    @precondition(lambda self: self.all(
+        "SELECT 1 FROM agentlab_sched.approvals WHERE status = 'pending'"))  # fmt: skip
+    @rule(data=st.data(), approve=st.booleans())
+    def decide(self, data: st.DataObject, approve: bool) -> None:
+        rid = self.pick(data, ([r["run_id"] for r in self.all(
+            "SELECT run_id FROM agentlab_sched.approvals a JOIN agentlab_sched.runs r ON r.id = a.run_id "
+            "WHERE a.status = 'pending' AND r.status = 'awaiting_approval' AND a.segment = r.segment ORDER BY a.id"
+        )] or [None]))  # fmt: skip
+        if rid is not None:
+            self.q(f"SELECT agentlab_sched.{'approve' if approve else 'reject'}(%s, 'model')", (rid,))
+
+    @precondition(lambda self: self.runs("suspended"))
+    @rule(data=st.data(), resume=st.booleans())
+    def settle_suspended(self, data: st.DataObject, resume: bool) -> None:
+        rid = self.pick(data, (self.runs("suspended")))
+        self.q(f"SELECT agentlab_sched.{'resume_run' if resume else 'abandon'}(%s, 'model')", (rid,))
+
+    @precondition(lambda self: self.all("SELECT 1 FROM agentlab_sched.schedules WHERE NOT enabled"))
+    @rule()
+    def resume_paused(self) -> None:
+        for row in self.all("SELECT id, name FROM agentlab_sched.schedules WHERE NOT enabled"):
+            self.q("SELECT agentlab_sched.resume(%s)", (row["name"],))
+            self.count[row["id"]] = 0
+            self.counted[row["id"]] = set()
+        self.q("UPDATE agentlab_sched.schedules SET next_run_at = %s, replan = NULL WHERE next_run_at IS NULL",
+               (self.now + timedelta(minutes=1),))  # fmt: skip
+
+    # ------------------------------------------------------------------------------------- invariants
+
+    @invariant()
+    def runs_follow_their_jobs(self) -> None:
+        self.settle_model()
+        for r in self.all(
+            """SELECT r.id, r.status, r.job_id, j.status::text AS job, j.worker_id,
+                      w.last_heartbeat > now() - interval '30 seconds' AS live,
+                      EXISTS (SELECT 1 FROM agentlab_sched.approvals a WHERE a.run_id = r.id AND a.segment = r.segment
+                              AND a.status IN ('pending', 'approved')) AS decidable
+               FROM agentlab_sched.runs r LEFT JOIN procrastinate_jobs j ON j.id = r.job_id
+               LEFT JOIN procrastinate_workers w ON w.id = j.worker_id"""
+        ):
+            assert r["job"] in AGREES[r["status"]], r
+            # Every run not ended can still go on: its job waits or runs on a live worker, or a person acts.
+            if r["status"] == "queued":
+                assert r["job"] == "todo", r
+            elif r["status"] == "running":
+                assert r["job"] == "doing" and r["live"], r
+            elif r["status"] == "awaiting_approval":
+                assert r["decidable"], r
+
+    @invariant()
+    def no_schedule_is_blocked_by_an_ended_run_or_one_without_a_job(self) -> None:
+        for f in self.all(
+            """SELECT f.id, f.reason_code, f.reason_params, s.overlap FROM agentlab_sched.fires f
+               JOIN agentlab_sched.schedules s ON s.id = f.schedule_id
+               WHERE f.status = 'skipped_overlap' AND f.id > %s ORDER BY f.id""",
+            (self.fires_checked,),
+        ):
+            if f["reason_code"] in ("overlap.in_progress", "overlap.awaiting_approval", "overlap.suspended"):
+                blocking = self.one(
+                    """SELECT r.status, j.status::text AS job FROM agentlab_sched.runs r
+                       LEFT JOIN procrastinate_jobs j ON j.id = r.job_id WHERE r.id = %s""",
+                    (f["reason_params"]["run_id"],),
+                )
+                assert blocking["status"] not in TERMINAL, (f, blocking)
+                assert blocking["job"] is not None or blocking["status"] in ("suspended", "awaiting_approval"), f
+        last = self.one("SELECT coalesce(max(id), 0) AS n FROM agentlab_sched.fires")
+        self.fires_checked = last["n"]
+
+    @invariant()
+    def buffer_one_keeps_at_most_one_waiting_run(self) -> None:
+        for r in self.all(
+            """SELECT s.name, count(r.id) AS n FROM agentlab_sched.schedules s
+               JOIN agentlab_sched.runs r ON r.schedule_id = s.id AND r.status = 'queued' AND r.started_at IS NULL
+               WHERE s.overlap = 'buffer_one' GROUP BY s.name"""
+        ):
+            assert r["n"] <= 1, r
+
+    @invariant()
+    def failures_are_counted_once_since_the_last_success(self) -> None:
+        self.settle_model()
+        for s in self.all("SELECT id, consecutive_failures FROM agentlab_sched.schedules"):
+            assert s["consecutive_failures"] == self.count[s["id"]], (s, self.count)
+        assert self.all("SELECT 1 FROM agentlab_sched.runs WHERE tally_pending IS NOT NULL") == []
+
+    @invariant()
+    def every_started_fire_has_one_run(self) -> None:
+        bad = self.all(
+            """SELECT f.id FROM agentlab_sched.fires f
+               WHERE f.status = 'started'
+                 AND ((SELECT count(*) FROM agentlab_sched.runs r WHERE r.fire_id = f.id) <> 1
+                      OR NOT EXISTS (SELECT 1 FROM agentlab_sched.runs r WHERE r.id = f.run_id))"""
+        )
+        assert bad == []
+
+    @invariant()
+    def no_lock_is_held_for_an_ended_run(self) -> None:
+        held = self.all(
+            """SELECT j.id, j.status::text AS job, j.lock, r.status FROM procrastinate_jobs j
+               JOIN agentlab_sched.runs r ON r.job_id = j.id
+               WHERE j.status IN ('todo', 'doing') AND r.status = ANY(%s)""",
+            (TERMINAL,),
+        )
+        assert held == []
+
+
+def test_the_run_state_machine(db_url: str) -> None:
+    RunModel.url = db_url
+    run_state_machine_as_test(
+        RunModel,
+        settings=settings(
+            max_examples=EXAMPLES,
+            stateful_step_count=30,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+            database=None,
+        ),
+    )
+    print(f"{EXAMPLES} examples; run transitions seen: {dict(sorted(TRANSITIONS.items()))}")
+    assert {"running -> suspended", "running -> queued", "running -> cancelled", "queued -> cancelled",
+            "running -> failed", "failed -> queued", "running -> awaiting_approval",
+            "suspended -> queued", "suspended -> cancelled"} <= set(TRANSITIONS)  # fmt: skip
