@@ -28,6 +28,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import psycopg
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
@@ -61,6 +62,30 @@ AGREES: dict[str, set[str | None]] = {
     "cancelled": {"cancelled", "aborted", "failed", "succeeded", None},
     "timed_out": {"aborted", "failed", "succeeded", None},
 }
+
+
+#: How Procrastinate's job functions refuse a job not in the status they need (RAISE, SQLSTATE P0001).
+PROCRASTINATE_REFUSALS = (
+    'Job was not found or not in "doing" status',
+    'Job was not found or not in "doing" or "todo" status',
+    "Job was not found or has an invalid status to retry",
+)
+#: Procrastinate's own CHECK, which its retry of a job that had an abort requested breaks (it sets the job
+#: back to todo and leaves abort_requested set).
+ABORT_REQUESTED_CHECK = "check_not_todo_abort_requested"
+
+
+def procrastinate_refused(exc: psycopg.Error, abort_requested: bool = False) -> bool:
+    """Whether ``exc`` is one of Procrastinate's own refusals, and not an error of our triggers or
+    functions (which raise with SQLSTATEs and messages of their own): a RAISE of its job functions, or,
+    for a retry of a job that had an abort requested (``abort_requested``), its CHECK."""
+    if isinstance(exc, psycopg.errors.RaiseException):
+        # Raised by Procrastinate's function itself (the innermost frame), not by a trigger it set off.
+        raised_by = (exc.diag.context or "").startswith("PL/pgSQL function procrastinate_")
+        return raised_by and (exc.diag.message_primary or "").startswith(PROCRASTINATE_REFUSALS)
+    if isinstance(exc, psycopg.errors.CheckViolation):
+        return abort_requested and exc.diag.constraint_name == ABORT_REQUESTED_CHECK
+    return False
 
 
 class RunModel(RuleBasedStateMachine):
@@ -102,6 +127,16 @@ class RunModel(RuleBasedStateMachine):
     def q(self, sql: str, params: Any = None) -> None:
         self.loop.run_until_complete(self.conn.execute(sql, params))
 
+    def procrastinate(self, sql: str, params: Any = None, abort_requested: bool = False) -> None:
+        """A Procrastinate operation, which Procrastinate itself may refuse: then nothing changed, and the
+        model goes on. Only its own refusals pass (see `procrastinate_refused`); any error of our
+        triggers or functions fails the example."""
+        try:
+            self.q(sql, params)
+        except psycopg.Error as exc:
+            if not procrastinate_refused(exc, abort_requested):
+                raise
+
     def one(self, sql: str, params: Any = None) -> Any:
         cur = self.loop.run_until_complete(self.conn.execute(sql, params))
         return self.loop.run_until_complete(cur.fetchone())
@@ -121,6 +156,10 @@ class RunModel(RuleBasedStateMachine):
 
     def jobs(self, status: str) -> list[int]:
         return [r["id"] for r in self.all("SELECT id FROM procrastinate_jobs WHERE status = %s ORDER BY id", (status,))]
+
+    def abort_requested(self, job_id: int) -> bool:
+        row = self.one("SELECT abort_requested FROM procrastinate_jobs WHERE id = %s", (job_id,))
+        return bool(row["abort_requested"])
 
     def runs(self, status: str) -> list[Any]:
         query = "SELECT id FROM agentlab_sched.runs WHERE status = %s ORDER BY fire_id, created_at"
@@ -164,7 +203,7 @@ class RunModel(RuleBasedStateMachine):
     def fetch(self, n: int) -> None:
         """The worker takes up to n jobs, as its fetch loop does."""
         for _ in range(n):
-            self.q("SELECT * FROM procrastinate_fetch_job_v2(NULL, %s)", (self.worker,))
+            self.procrastinate("SELECT * FROM procrastinate_fetch_job_v2(NULL, %s)", (self.worker,))
 
     @precondition(lambda self: self.jobs("doing"))
     @rule(data=st.data(), status=st.sampled_from(["succeeded", "failed"]), delete=st.booleans())
@@ -176,28 +215,30 @@ class RunModel(RuleBasedStateMachine):
             self.q("SELECT agentlab_sched.record_result(%s, %s, %s::jsonb)", (run["id"], jid, json.dumps({"ok": 1})))
         elif run is not None:
             self.q("SELECT agentlab_sched.record_task_error(%s, %s, 'boom', 'run.task_failed')", (run["id"], jid))
-        self.q("SELECT procrastinate_finish_job_v1(%s, %s, %s)", (jid, status, delete))
+        self.procrastinate("SELECT procrastinate_finish_job_v1(%s, %s, %s)", (jid, status, delete))
 
     @precondition(lambda self: self.jobs("doing"))
     @rule(data=st.data())
     def retry_running(self, data: st.DataObject) -> None:
         """The attempt failed and Procrastinate retries the job (a task with retry=)."""
         jid = self.pick(data, (self.jobs("doing")))
-        self.q("SELECT procrastinate_retry_job_v2(%s, NULL, NULL, NULL, NULL)", (jid,))
+        query = "SELECT procrastinate_retry_job_v2(%s, NULL, NULL, NULL, NULL)"
+        self.procrastinate(query, (jid,), abort_requested=self.abort_requested(jid))
 
     @precondition(lambda self: self.jobs("failed"))
     @rule(data=st.data())
     def retry_failed(self, data: st.DataObject) -> None:
         """`retry N` in the procrastinate shell."""
         jid = self.pick(data, (self.jobs("failed")))
-        self.q("SELECT procrastinate_retry_job_v2(%s, now(), NULL, NULL, NULL)", (jid,))
+        query = "SELECT procrastinate_retry_job_v2(%s, now(), NULL, NULL, NULL)"
+        self.procrastinate(query, (jid,), abort_requested=self.abort_requested(jid))
 
     @precondition(lambda self: self.jobs("doing"))
     @rule(data=st.data())
     def abort(self, data: st.DataObject) -> None:
         """The worker aborts a job: asked to (an abort request), or stopping (nobody asked: interrupted)."""
         jid = self.pick(data, (self.jobs("doing")))
-        self.q("SELECT procrastinate_finish_job_v1(%s, 'aborted', false)", (jid,))
+        self.procrastinate("SELECT procrastinate_finish_job_v1(%s, 'aborted', false)", (jid,))
 
     @precondition(lambda self: self.all("SELECT 1 FROM agentlab_sched.runs WHERE NOT (status = ANY(%s))", (TERMINAL,)))
     @rule(data=st.data())
@@ -211,7 +252,7 @@ class RunModel(RuleBasedStateMachine):
     def procrastinate_cancel(self, data: st.DataObject, delete: bool) -> None:
         """Procrastinate's cancel (with abort for a running job), with or without deleting the job."""
         jid = self.pick(data, (self.jobs("todo") + self.jobs("doing")))
-        self.q("SELECT procrastinate_cancel_job_v1(%s, true, %s)", (jid, delete))
+        self.procrastinate("SELECT procrastinate_cancel_job_v1(%s, true, %s)", (jid, delete))
 
     @precondition(lambda self: self.all("SELECT 1 FROM procrastinate_jobs"))
     @rule(data=st.data())
@@ -236,7 +277,7 @@ class RunModel(RuleBasedStateMachine):
         rid = self.pick(data, (self.runs("running")))
         jid = self.one("SELECT job_id FROM agentlab_sched.runs WHERE id = %s", (rid,))["job_id"]
         self.q("SELECT agentlab_sched.await_approval(%s, %s, 'ok?', '{}'::jsonb)", (rid, jid))
-        self.q("SELECT procrastinate_finish_job_v1(%s, 'succeeded', false)", (jid,))
+        self.procrastinate("SELECT procrastinate_finish_job_v1(%s, 'succeeded', false)", (jid,))
 
     @precondition(lambda self: self.all(
         "SELECT 1 FROM agentlab_sched.approvals WHERE status = 'pending'"))  # fmt: skip
