@@ -16,9 +16,11 @@ from procrastinate import jobs as pjobs
 from agentlab_sched import messages
 from agentlab_sched.cli.worker import DEMO_SCHEDULES
 from agentlab_sched.errors import NotFound
+from agentlab_sched.firing.blueprint import make_blueprint
 from agentlab_sched.limits import LIMITS
-from agentlab_sched.runs import lifecycle
+from agentlab_sched.runs import housekeeping, lifecycle
 from agentlab_sched.schedules import admin
+from agentlab_sched.settings import Settings
 
 from .firing_helpers import job, make_schedule
 from .test_lifecycle import launch, launch_outcome, run_row
@@ -36,11 +38,16 @@ async def _worker_dies(conn: Conn) -> int:
     return await lifecycle.detect_suspended(conn)
 
 
-async def _interrupted_on_a_worker(app: procrastinate.App, conn: Conn, job_id: int) -> None:
-    """A worker takes the job and dies with it."""
+async def _interrupted_on_a_worker(app: procrastinate.App, conn: Conn, job_id: int, check: bool = True) -> None:
+    """A worker takes the job and dies with it: housekeeping's check finds its run; without ``check``, the
+    dead worker is pruned (as Procrastinate does), for housekeeping to find (a stale heartbeat counts only
+    on a database up for longer than the stall window)."""
     wid = await app.job_manager.register_worker()
     assert (await fetch(app, wid)).id == job_id
-    assert await _worker_dies(conn) == 1
+    if check:
+        assert await _worker_dies(conn) == 1
+    else:
+        await conn.execute("DELETE FROM procrastinate_workers WHERE id = %s", (wid,))
 
 
 async def test_the_default_suspends_and_blocks_skip_until_settled(db_url: str, conn: Conn) -> None:
@@ -175,3 +182,35 @@ def test_the_cli_settles_every_suspended_run_of_a_schedule(db_url: str) -> None:
 
 def test_the_demo_schedules_retry_interrupted_runs() -> None:
     assert {spec["on_interrupt"] for spec in DEMO_SCHEDULES} == {"retry"}
+
+
+async def test_retry_is_carried_out_by_either_housekeeping(db_url: str, conn: Conn) -> None:
+    """on_interrupt=retry after a worker died: run again by `agentlab-sched worker`'s own housekeeping
+    (Housekeeper, in its process) and by the blueprint's periodic task that a plain `procrastinate worker`
+    host runs, after that worker was restarted (Procrastinate prunes the dead worker on start)."""
+    sid = await make_schedule(conn, "again", next_run_at=None, on_interrupt="retry")
+    run = await launch(conn, sid)
+    app = bare_app(db_url)
+    async with app.open_async():
+        await _interrupted_on_a_worker(app, conn, run["job_id"], check=False)
+        keeper = housekeeping.Housekeeper(app, Settings(locale="en"))
+        keeper.start()  # its first round at once
+        try:
+            again = await wait_for(run_in(conn, run["id"], "queued"), what="retried by the Housekeeper")
+        finally:
+            await keeper.stop()
+    assert (again["job_id"], again["interrupts"]) == (run["job_id"], 1)
+    assert (await job(conn, run["job_id"]))["status"] == "todo"
+
+    plain = bare_app(db_url)
+    plain.add_tasks_from(make_blueprint("keeping"), namespace="agentlab_sched")
+    async with plain.open_async():
+        await _interrupted_on_a_worker(plain, conn, run["job_id"], check=False)
+        await plain.configure_task("agentlab_sched:housekeeping").defer_async(timestamp=0)
+        # A plain worker (re)started on the scheduler's queue: it runs the housekeeping job, then stops.
+        await asyncio.wait_for(
+            plain.run_worker_async(queues=["keeping"], wait=False, install_signal_handlers=False), 30
+        )
+    again = await run_row(conn, run["id"])
+    assert (again["status"], again["job_id"], again["interrupts"]) == ("queued", run["job_id"], 2)
+    assert again["error"] == messages.render("run.interrupted_retried", "en", attempt=2, most=MOST)
