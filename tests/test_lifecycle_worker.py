@@ -21,13 +21,14 @@ from typing import Any
 
 import procrastinate
 import psycopg
+import pytest
 
 from agentlab_sched import current_run, install, messages
 from agentlab_sched.demo import make_app
 from agentlab_sched.runs import lifecycle
 from agentlab_sched.runs.middleware import RunMiddleware
 from agentlab_sched.settings import Settings
-from agentlab_sched.worker import run_worker
+from agentlab_sched.worker import STOP_GRACE, run_worker
 
 from .firing_helpers import job, make_schedule
 from .test_lifecycle import approvals_of, launch, run_row, schedule_row
@@ -296,6 +297,34 @@ async def test_a_stopping_worker_suspends_its_run_and_resume_finishes_it(db_url:
     async with worker(app, db_url):
         done = await wait_for(run_in(conn, run["id"], "succeeded", "failed"), what="finished")
     assert (done["status"], done["result"]) == ("succeeded", {"calls": 2})
+
+
+@pytest.mark.parametrize("kind", ["async", "sync"])
+async def test_a_body_that_finishes_while_its_worker_stops_keeps_its_result(db_url: str, conn: Conn, kind: str) -> None:
+    """The stop (SIGTERM) arrives mid-body and the body returns: within the stop's grace (async), or
+    after it, once Procrastinate has marked the job aborted for the shutdown (a sync task, which it cannot
+    cancel): the run ends succeeded with its result, not cancelled or suspended."""
+    began = threading.Event()
+
+    def short_sync(**inputs: Any) -> dict[str, Any]:
+        began.set()
+        time.sleep(STOP_GRACE + 0.5)
+        return {"done": kind}
+
+    async def short_async(**inputs: Any) -> dict[str, Any]:
+        began.set()
+        await asyncio.sleep(0.6)
+        return {"done": kind}
+
+    app = make_app(db_url)
+    app.task(name="t.short")(short_sync if kind == "sync" else short_async)
+    sid = await make_schedule(conn, "short", task="t.short", inputs={}, next_run_at=None)
+    async with worker(app, db_url):
+        run = await launch(conn, sid)
+        await wait_for(lambda: asyncio.sleep(0, began.is_set()), what="the body started")
+    done = await run_row(conn, run["id"])
+    assert (done["status"], done["result"], done["error"]) == ("succeeded", {"done": kind}, None)
+    assert (await job(conn, run["job_id"]))["status"] in ("succeeded", "aborted")
 
 
 async def test_cancel_aborts_a_running_run(db_url: str, conn: Conn) -> None:

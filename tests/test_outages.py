@@ -365,3 +365,24 @@ def test_a_stop_while_the_schedules_table_is_locked(db_url: str, tmp_path: Path)
         assert done_during > done_before  # jobs finished while the table was locked
         left = conn.execute("SELECT DISTINCT status FROM agentlab_sched.runs").fetchall()
     assert {r["status"] for r in left} <= {"suspended", "queued", "succeeded"}, left
+
+
+def test_an_error_it_cannot_ride_through_exits_with_status_1(db_url: str, tmp_path: Path) -> None:
+    """Not an outage (a function of its schema gone, as a half-done downgrade leaves it): the worker says
+    what to do and exits with status 1, so that a supervisor restarting on failure restarts it; 0 is
+    only for a requested stop."""
+    workers = Workers(db_url, tmp_path)
+    with _connect(db_url) as conn:
+        _every_second(conn, 2)
+        [proc] = workers.start(1)
+        try:
+            _poll(lambda: conn.execute(
+                "SELECT count(*) AS n FROM agentlab_sched.runs WHERE status = 'succeeded'"
+            ).fetchone()["n"] >= 2, 60, "runs finishing")  # fmt: skip
+            conn.execute("ALTER FUNCTION agentlab_sched.fetch_jobs RENAME TO fetch_jobs_gone")
+            proc.wait(timeout=30)
+        finally:
+            workers.kill_all()
+    logs = workers.logs()
+    assert proc.returncode == 1, logs[-3000:]
+    assert logs.rstrip().endswith("this database has no agentlab-sched schema yet; run agentlab-sched migrate first")
