@@ -91,3 +91,20 @@ def test_a_new_migration_is_applied_once(empty_db_url: str, tmp_path, monkeypatc
     assert migrate(empty_db_url).applied == ["9999_extra.sql"]
     assert migrate(empty_db_url).applied == []
     assert "extra" in _tables(empty_db_url)
+
+
+def test_a_migration_numbered_below_the_latest_applied_is_applied(empty_db_url: str, tmp_path, monkeypatch) -> None:
+    """Migrations are applied by name, not by the highest number: one that lands after later-numbered
+    ones were applied (each range of numbers has its own author) is still applied, in file order."""
+    migrate(empty_db_url)
+    latest = max(p.name for p in migrate_module.MIGRATIONS_DIR.glob("*.sql"))
+    extended = tmp_path / "migrations"
+    extended.mkdir()
+    for path in migrate_module.MIGRATIONS_DIR.glob("*.sql"):
+        (extended / path.name).write_text(path.read_text())
+    (extended / "0019_between.sql").write_text("CREATE TABLE agentlab_sched.between_ones (id int);")
+    assert "0019_between.sql" < latest
+    monkeypatch.setattr(migrate_module, "MIGRATIONS_DIR", extended)
+    assert migrate(empty_db_url).applied == ["0019_between.sql"]
+    assert migrate(empty_db_url).applied == []
+    assert "between_ones" in _tables(empty_db_url)
