@@ -269,7 +269,8 @@ async def test_kill_9_suspends_the_run_then_resume_succeeds(db_url: str, conn: C
 # --------------------------------------------------------------------------------------------------
 
 
-async def test_a_stopping_worker_suspends_its_run_and_resume_finishes_it(db_url: str, conn: Conn) -> None:
+def slow_the_first_time() -> Callable[..., Awaitable[dict[str, Any]]]:
+    """A task that hangs on its first call (until its worker stops it) and returns how many calls it had."""
     calls: list[int] = []
 
     async def once_slow(**inputs: Any) -> dict[str, Any]:
@@ -278,8 +279,12 @@ async def test_a_stopping_worker_suspends_its_run_and_resume_finishes_it(db_url:
             await asyncio.sleep(3600)
         return {"calls": len(calls)}
 
+    return once_slow
+
+
+async def test_a_stopping_worker_suspends_its_run_and_resume_finishes_it(db_url: str, conn: Conn) -> None:
     app = make_app(db_url)
-    app.task(name="t.once_slow")(once_slow)
+    app.task(name="t.once_slow")(slow_the_first_time())
     sid = await make_schedule(conn, "restart", task="t.once_slow", inputs={}, next_run_at=None)
     async with worker(app, db_url):
         run = await launch(conn, sid)

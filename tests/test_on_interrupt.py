@@ -25,7 +25,7 @@ from agentlab_sched.settings import Settings
 from .firing_helpers import job, make_schedule
 from .test_lifecycle import launch, launch_outcome, run_row
 from .test_lifecycle_cli import cli, ok
-from .test_lifecycle_worker import run_in, wait_for, worker
+from .test_lifecycle_worker import run_in, slow_the_first_time, wait_for, worker
 from .test_run_paths import bare_app, fetch, opened
 
 Conn = psycopg.AsyncConnection[Any]
@@ -115,16 +115,8 @@ async def test_abandon_cancels_it_and_the_next_fire_goes_ahead(db_url: str, conn
 
 
 async def test_a_stopping_worker_with_retry_leaves_the_run_for_the_next_worker(db_url: str, conn: Conn) -> None:
-    calls: list[int] = []
-
-    async def once_slow(**inputs: Any) -> dict[str, Any]:
-        calls.append(1)
-        if len(calls) == 1:
-            await asyncio.sleep(3600)
-        return {"calls": len(calls)}
-
     app = bare_app(db_url)
-    app.task(name="t.once_slow")(once_slow)
+    app.task(name="t.once_slow")(slow_the_first_time())
     sid = await make_schedule(conn, "deploy", task="t.once_slow", inputs={}, next_run_at=None, on_interrupt="retry")
     async with worker(app, db_url):
         run = await launch(conn, sid)
