@@ -62,8 +62,10 @@ FINISH_PATIENCE = 10.0
 
 
 def _settled_already(exc: BaseException) -> bool:
-    cause = exc.__cause__ if isinstance(exc, pexc.ConnectorException) else exc
-    return any(text in str(cause) for text in _NOT_DOING)
+    # Procrastinate's ConnectorException carries the database's words in its cause; the batch worker's,
+    # for a job its batch found settled, in itself.
+    said = (str(exc), str(exc.__cause__)) if isinstance(exc, pexc.ConnectorException) else (str(exc),)
+    return any(text in words for text in _NOT_DOING for words in said)
 
 
 class RunJobManager(manager.JobManager):
