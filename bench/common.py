@@ -53,6 +53,26 @@ PG15_SETTINGS = {
 }
 
 
+def statements_profiled() -> bool:
+    """``BENCH_STATEMENTS=1``: the PostgreSQL 15 server records every statement's time, nested ones too
+    (pg_stat_statements, track = all), for a benchmark to report where the server's time went."""
+    return os.environ.get("BENCH_STATEMENTS", "") not in ("", "0")
+
+
+def top_statements(admin: psycopg.Connection[Any], dbname: str, limit: int = 15) -> list[dict[str, Any]]:
+    """The statements that took the most server time in database ``dbname`` since the last reset (times
+    are inclusive: a function's includes the statements it ran)."""
+    rows = admin.execute(
+        """SELECT s.calls, round(s.total_exec_time::numeric, 1) AS total_ms,
+                  round((s.total_exec_time / greatest(s.calls, 1))::numeric, 3) AS mean_ms, s.rows,
+                  left(regexp_replace(s.query, '\\s+', ' ', 'g'), 160) AS query
+           FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+           WHERE d.datname = %s ORDER BY s.total_exec_time DESC LIMIT %s""",
+        (dbname, limit),
+    ).fetchall()
+    return [dict(zip(("calls", "total_ms", "mean_ms", "rows", "query"), r, strict=True)) for r in rows]
+
+
 class Server:
     """A PostgreSQL server on which each measurement gets a fresh database cloned from a template.
 
@@ -212,19 +232,24 @@ def _pg15() -> Iterator[tuple[str, str | None]]:
             ]
         )
         settings = {**PG15_SETTINGS, "unix_socket_directories": f"'{sock}'"}
+        preload = []
         if missing is None:
-            settings |= {
-                "shared_preload_libraries": "'pg_cron'",
-                "cron.database_name": "'postgres'",
-                "cron.host": f"'{sock}'",
-            }
+            preload.append("pg_cron")
+            settings |= {"cron.database_name": "'postgres'", "cron.host": f"'{sock}'"}
+        if statements_profiled():
+            preload.append("pg_stat_statements")
+            settings |= {"pg_stat_statements.track": "all", "pg_stat_statements.max": "1000"}
+        if preload:
+            settings["shared_preload_libraries"] = "'" + ",".join(preload) + "'"
         with (data / "postgresql.conf").open("a") as conf:
             conf.write("".join(f"{k} = {v}\n" for k, v in settings.items()))
         run([*prefix, str(PG15_BIN / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"), "-w", "start"])
         admin = f"postgresql://postgres@/postgres?host={sock}&port=5432"
-        if missing is None:
-            with psycopg.connect(admin, autocommit=True) as conn:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            if missing is None:
                 conn.execute("CREATE EXTENSION IF NOT EXISTS pg_cron")
+            if statements_profiled():
+                conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         yield admin, missing
     finally:
         subprocess.run(

@@ -30,8 +30,10 @@ readings taken out; and transaction ids, i.e. write transactions), CPU per job o
 from T - 2 s until the last job finished; the machine's calibration (``python_loop_ms``, ``commit_ms``,
 load); and ratios between the systems of the same run.
 
-``BENCH_PROFILE_DIR=dir`` also samples each worker process with py-spy during the storm (``pip install
-py-spy``). ``--drain`` measures the workers alone: N jobs already queued (agentlab: recorded by one ``fire_due``, with
+``BENCH_STATEMENTS=1`` (PostgreSQL 15 server) reports the statements that took the server's time during
+each storm (pg_stat_statements, nested statements included). ``BENCH_PROFILE_DIR=dir`` also samples each
+worker process with py-spy during the storm (``pip install py-spy``). ``--drain`` measures the workers
+alone: N jobs already queued (agentlab: recorded by one ``fire_due``, with
 their runs; ``agentlab-noruns``: plain ``bench.hit`` jobs in agentlab-sched's database, run by its worker;
 bare: plain jobs), held back by ``scheduled_at`` until T, when one NOTIFY wakes the workers. Its ratio
 agentlab / bare is the overhead of runs over a bare Procrastinate worker.
@@ -225,8 +227,15 @@ def storm(srv: common.Server, system: str, n: int, workers: int, concurrency: in
                 if datetime.now(UTC) > at - timedelta(seconds=BEFORE):
                     raise RuntimeError(f"loading took {load_seconds:.1f} s: past the boundary; raise the lead")
                 _sleep_until(at - timedelta(seconds=BEFORE))
+                if common.statements_profiled():
+                    admin.one("SELECT pg_stat_statements_reset() IS NULL")
                 result = _measure(srv, system, bench, admin, procs, n, at)
                 result["load_seconds"] = round(load_seconds, 1)
+                if common.statements_profiled():
+                    result["statements"] = common.top_statements(admin.conn, dbname)
+                    admin.statements += 1
+                    for row in result["statements"]:
+                        print(f"  {row['total_ms']:>10} ms {row['calls']:>7} calls  {row['query']}", flush=True)
         finally:
             ours = bench.statements + admin.statements
             bench.close()
