@@ -47,11 +47,12 @@ def _start_workers(db_url: str) -> list[subprocess.Popen[bytes]]:
     return [subprocess.Popen(WORKER, cwd=root, env=env) for _ in range(WORKERS)]
 
 
-def _stop(workers: list[subprocess.Popen[bytes]]) -> list[float]:
-    """SIGTERM every worker at once; the seconds each took to exit (killed if it takes over 10 s)."""
+def stop_workers(workers: list[subprocess.Popen[bytes]]) -> list[float]:
+    """SIGTERM every worker still running, at once; the seconds each took to exit (killed after 10 s)."""
     began = time.monotonic()
     for w in workers:
-        w.send_signal(signal.SIGTERM)
+        if w.poll() is None:
+            w.send_signal(signal.SIGTERM)
     took = []
     for w in workers:
         try:
@@ -88,7 +89,7 @@ def test_three_worker_processes_fire_each_due_time_once(db_url: str) -> None:
             _wait_for_first_fire(conn, workers)
             time.sleep(SECONDS)
         finally:
-            took = _stop(workers)
+            took = stop_workers(workers)
         assert [w.returncode for w in workers] == [0] * WORKERS
         assert max(took) < STOP_WITHIN, f"workers took {took} s to stop"
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,8 @@ from cryptography.fernet import Fernet
 from psycopg.rows import dict_row
 
 from agentlab_sched.database.migrate import migrate
+
+from .test_multiprocess import stop_workers
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = [
@@ -82,20 +83,7 @@ class Workers:
 
     def stop(self, procs: list[subprocess.Popen[bytes]] | None = None) -> list[float]:
         """SIGTERM at once; the seconds each took to exit (killed after 10 s)."""
-        procs = self.procs if procs is None else procs
-        began = time.monotonic()
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        took = []
-        for p in procs:
-            try:
-                p.wait(timeout=max(0.1, began + 10 - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-            took.append(time.monotonic() - began)
-        return took
+        return stop_workers(self.procs if procs is None else procs)
 
     def kill_all(self) -> None:
         for p in self.procs:
