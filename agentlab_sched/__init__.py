@@ -15,33 +15,27 @@ What a host app and its tasks use, importable from here::
 
 The package, by what it holds (``docs/python.md`` is the user's guide, ``CONTRIBUTING.md`` the map):
 
-- ``schedules``: the cron language, the pure planner, the admin API;
-- ``firing``: the tick, resolvers, the Procrastinate blueprint;
-- ``runs``: the run lifecycle, the worker middleware, run context, approvals, housekeeping;
-- ``notify``: webhook notifications (outbox dispatch, platforms, secrets);
+- ``core``: the pure core: the cron language, the planner, the schedule options (no I/O);
 - ``database``: connections, the embedded server, migrations and the SQL;
+- ``schedules``: the admin API, schedules defined in code, re-planning;
+- ``firing``: the tick, manual and backfill requests, resolvers;
+- ``runs``: the run lifecycle, run context, approvals, housekeeping;
+- ``notify``: webhook notifications (outbox dispatch, platforms, secrets);
+- ``observe``: events, log output, metrics, presence, the doctor's checks;
+- ``worker``: the worker process: ``run_worker``, the batch runner, the run middleware, the blueprint;
 - ``messages``: every user-facing text in ``en`` and ``zh-CN``;
-- ``cli``: the ``agentlab-sched`` command; ``worker``: ``run_worker``; ``demo``: the demo app.
+- ``cli``: the ``agentlab-sched`` command; ``demo``: the demo app.
 """
 
 from __future__ import annotations
 
-import sys
-
-from agentlab_sched import _compat
 from agentlab_sched.errors import Conflict, NotFound, SchedError, ValidationError
-from agentlab_sched.firing import blueprint as _blueprint_module
 from agentlab_sched.firing.hooks import LaunchRefused, LaunchRequest, resolver
 from agentlab_sched.runs.approvals import AwaitApproval
 from agentlab_sched.runs.context import current_run
-from agentlab_sched.runs.middleware import install
 from agentlab_sched.schedules.code import schedule
-
-_compat.install()
-# `agentlab_sched.blueprint` is a Blueprint (a new one at every read, see __getattr__); the old module
-# path still imports (without binding the module here, which a lazy import of a submodule of that name
-# would do).
-sys.modules.setdefault("agentlab_sched.blueprint", _blueprint_module)
+from agentlab_sched.worker import blueprint as _blueprint_module
+from agentlab_sched.worker.middleware import install
 
 
 def __getattr__(name: str) -> object:

@@ -14,10 +14,10 @@ from typing import Any
 import procrastinate
 
 from agentlab_sched import database
-from agentlab_sched.firing.blueprint import make_blueprint
 from agentlab_sched.runs.approvals import ask_once
-from agentlab_sched.runs.middleware import install
-from agentlab_sched.worker import connector_for
+from agentlab_sched.worker.blueprint import make_blueprint
+from agentlab_sched.worker.middleware import install
+from agentlab_sched.worker.process import connector_for
 
 
 async def echo(**inputs: Any) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import procrastinate
 import psycopg
 
 from agentlab_sched import demo
-from agentlab_sched.worker import connector_for
+from agentlab_sched.worker.process import connector_for
 
 TASK = "bench.hit"
 #: The job body, and pg_cron's command (with a literal k).

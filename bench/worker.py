@@ -22,9 +22,10 @@ import procrastinate
 
 from agentlab_sched import demo
 from agentlab_sched.database.connections import scheduler_connection
-from agentlab_sched.firing.blueprint import register_app_tasks
 from agentlab_sched.settings import Settings
-from agentlab_sched.worker import Scheduler, run_worker
+from agentlab_sched.worker.blueprint import register_app_tasks
+from agentlab_sched.worker.precise import Scheduler
+from agentlab_sched.worker.process import run_worker
 
 from . import apps
 

@@ -17,11 +17,11 @@ from procrastinate.periodic import PeriodicDeferrer
 
 import agentlab_sched
 from agentlab_sched.demo import make_app
-from agentlab_sched.firing import blueprint as blueprint_module
 from agentlab_sched.runs.context import current_run_or_none
-from agentlab_sched.runs.middleware import RunMiddleware
 from agentlab_sched.settings import Settings
-from agentlab_sched.worker import run_worker
+from agentlab_sched.worker import blueprint as blueprint_module
+from agentlab_sched.worker.middleware import RunMiddleware
+from agentlab_sched.worker.process import run_worker
 
 from .firing_helpers import make_schedule
 from .test_lifecycle import launch
@@ -58,9 +58,9 @@ def test_each_app_gets_its_own_blueprint() -> None:
         assert {p.task.name for p in app.periodic_registry.periodic_tasks.values()} == set(CADENCE)
         assert all(app.tasks[name].blueprint is app for name in CADENCE)
     assert first.tasks["agentlab_sched:tick"] is not second.tasks["agentlab_sched:tick"]
-    # The module attribute is a fresh blueprint too.
-    assert blueprint_module.blueprint is not blueprint_module.blueprint
-    assert isinstance(blueprint_module.blueprint, procrastinate.Blueprint)
+    # The package attribute is a fresh blueprint at every read.
+    assert agentlab_sched.blueprint is not agentlab_sched.blueprint
+    assert isinstance(agentlab_sched.blueprint, procrastinate.Blueprint)
 
 
 def test_the_scheduler_queue_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -266,18 +266,3 @@ def test_db_stop_without_an_embedded_server(tmp_path: Any) -> None:
 def test_usage_errors_exit_2(db_url: str) -> None:
     result = cli(db_url, "schedules", "add", "daily", "--task", "demo.echo")  # no --cron
     assert result.exit_code == 2 and "--cron" in result.output
-
-
-def test_sub_apps_are_mounted_when_present_and_skipped_while_missing(tmp_path: Any, monkeypatch: Any) -> None:
-    import typer
-
-    from agentlab_sched import cli as cli_module
-
-    assert cli_module._optional("agentlab_sched.cli.not_written_yet") is None
-    # A module that exists but fails to import is an error, not a silent skip.
-    (tmp_path / "half_written_cli.py").write_text("import a_dependency_that_is_not_installed\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(ModuleNotFoundError):
-        cli_module._optional("half_written_cli")
-    group = typer.main.get_command(app)
-    assert {"migrate", "schedules", "db"} <= set(group.commands)  # type: ignore[attr-defined]

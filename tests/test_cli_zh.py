@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from agentlab_sched import database as db
 from agentlab_sched import messages
 from agentlab_sched.cli import app
-from agentlab_sched.firing import tick
+from agentlab_sched.firing import requests, tick
+from agentlab_sched.schedules.replan import replan
 
 ENV = {"AGENTLAB_SCHED_LOCALE": "zh-CN", "AGENTLAB_SCHED_DATABASE_URL": None, "AGENTLAB_SCHED_SECRET_KEY": None}
 
@@ -68,9 +69,9 @@ async def _populate(url: str) -> str:
                                               'America/New_York')"""
         )
         await conn.execute("SELECT agentlab_sched.schedule('weekly', '0 9 * * 1', 'demo.sleep', '{}', 'Asia/Shanghai')")
-        await tick.replan(conn)
-        first = await tick.trigger(conn, "daily", requested_by="test")
-        await tick.trigger(conn, "daily", requested_by="test")  # skipped: the first is still queued
+        await replan(conn)
+        first = await requests.trigger(conn, "daily", requested_by="test")
+        await requests.trigger(conn, "daily", requested_by="test")  # skipped: the first is still queued
         await conn.execute("SELECT agentlab_sched.pause('weekly', 'holiday')")
         assert first.run_id is not None
         return first.run_id

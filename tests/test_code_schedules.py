@@ -17,8 +17,8 @@ from procrastinate.testing import InMemoryConnector
 import agentlab_sched
 from agentlab_sched import database as db
 from agentlab_sched.errors import Conflict, ValidationError
-from agentlab_sched.firing.blueprint import register_app_tasks
 from agentlab_sched.schedules import admin, code
+from agentlab_sched.worker.blueprint import register_app_tasks
 
 from .security_helpers import Roles
 from .test_cli_schedules import ok, refused

@@ -21,9 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentlab_sched import messages
+from agentlab_sched.core import cron
+from agentlab_sched.core.cron import Upcoming, check_timezone, parse
 from agentlab_sched.errors import ValidationError
-from agentlab_sched.schedules import cron
-from agentlab_sched.schedules.cron import Upcoming, check_timezone, parse
 
 NY = "America/New_York"
 BERLIN = "Europe/Berlin"

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from psycopg import conninfo
 
 from agentlab_sched import database as db
+from agentlab_sched.core.cron import MACROS, check_timezone
 from agentlab_sched.errors import ValidationError, from_database
-from agentlab_sched.schedules.cron import MACROS, check_timezone
 
 from .test_cron import BAD, BAD_ANCHORS, GOOD_ANCHORS, MALFORMED_INTERVALS, VALID, problem_of
 

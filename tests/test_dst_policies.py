@@ -130,7 +130,7 @@ def test_schedules_next_shows_the_policy_and_what_each_fire_does(db_url: str) ->
 
 async def test_schedules_next_notes_at_the_transitions(conn: psycopg.AsyncConnection[Any]) -> None:
     from agentlab_sched.cli.schedules import _dst_note
-    from agentlab_sched.schedules import planner
+    from agentlab_sched.core import planner
 
     rows = {
         "gap": ("30 2 * * *", "skip", "first", datetime(2026, 3, 7, 12, tzinfo=UTC)),

@@ -13,7 +13,8 @@ import pytest
 
 from agentlab_sched import database as db
 from agentlab_sched.firing import hooks
-from agentlab_sched.firing.tick import fire_due, trigger
+from agentlab_sched.firing.requests import trigger
+from agentlab_sched.firing.tick import fire_due
 
 from .firing_helpers import EN, NINE, ZH, fires, job, make_schedule, next_of, runs_of, set_job_status
 
@@ -587,7 +588,7 @@ async def test_sql_trigger_is_carried_out_by_the_next_tick(conn: psycopg.AsyncCo
 
 
 async def test_backfill_fires_each_due_time_with_its_own_inputs(conn: psycopg.AsyncConnection[Any]) -> None:
-    from agentlab_sched.firing.tick import backfill
+    from agentlab_sched.firing.requests import backfill
 
     sid = await make_schedule(conn, overlap="allow_all")
     outcomes = await backfill(conn, "store-report", NINE - timedelta(days=3), NINE - timedelta(days=1), settings=EN)
@@ -602,7 +603,7 @@ async def test_backfill_fires_each_due_time_with_its_own_inputs(conn: psycopg.As
 
 async def test_a_huge_backfill_is_refused_with_the_limit(conn: psycopg.AsyncConnection[Any]) -> None:
     from agentlab_sched.errors import ValidationError
-    from agentlab_sched.firing.tick import backfill
+    from agentlab_sched.firing.requests import backfill
 
     sid = await make_schedule(conn, cron="* * * * *", timezone="UTC")
     with pytest.raises(ValidationError) as err:

@@ -11,11 +11,11 @@ from typing import Any
 import psycopg
 from croniter import croniter
 
+from agentlab_sched.core.cron import parse
 from agentlab_sched.errors import ValidationError
 from agentlab_sched.firing.tick import fire_due
 from agentlab_sched.imports.periodic import from_croniter
 from agentlab_sched.schedules import admin
-from agentlab_sched.schedules.cron import parse
 
 from . import periodic_app
 from .firing_helpers import EN, job, runs_of

@@ -26,9 +26,9 @@ import pytest
 from agentlab_sched import current_run, install, messages
 from agentlab_sched.demo import make_app
 from agentlab_sched.runs import lifecycle
-from agentlab_sched.runs.middleware import RunMiddleware
 from agentlab_sched.settings import Settings
-from agentlab_sched.worker import STOP_GRACE, run_worker
+from agentlab_sched.worker.middleware import RunMiddleware
+from agentlab_sched.worker.process import JOB_GRACE, run_worker
 
 from .firing_helpers import job, make_schedule
 from .test_lifecycle import approvals_of, launch, run_row, schedule_row
@@ -198,7 +198,7 @@ WORKER_SCRIPT = textwrap.dedent(
     import asyncio, sys
     from agentlab_sched.demo import make_app
     from agentlab_sched.settings import Settings
-    from agentlab_sched.worker import run_worker
+    from agentlab_sched.worker.process import run_worker
 
     url = sys.argv[1]
     app = make_app(url)
@@ -313,7 +313,7 @@ async def test_a_body_that_finishes_while_its_worker_stops_keeps_its_result(db_u
 
     def short_sync(**inputs: Any) -> dict[str, Any]:
         began.set()
-        time.sleep(STOP_GRACE + 0.5)
+        time.sleep(JOB_GRACE + 0.5)
         return {"done": kind}
 
     async def short_async(**inputs: Any) -> dict[str, Any]:

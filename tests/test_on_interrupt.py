@@ -16,11 +16,11 @@ from procrastinate import jobs as pjobs
 from agentlab_sched import messages
 from agentlab_sched.cli.worker import DEMO_SCHEDULES
 from agentlab_sched.errors import NotFound
-from agentlab_sched.firing.blueprint import make_blueprint
 from agentlab_sched.limits import LIMITS
 from agentlab_sched.runs import housekeeping, lifecycle
 from agentlab_sched.schedules import admin
 from agentlab_sched.settings import Settings
+from agentlab_sched.worker.blueprint import make_blueprint
 
 from .firing_helpers import job, make_schedule
 from .test_lifecycle import launch, launch_outcome, run_row

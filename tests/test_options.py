@@ -1,4 +1,4 @@
-"""The schedule options are defined once (agentlab_sched/schedules/options.py); every other place that
+"""The schedule options are defined once (agentlab_sched/core/options.py); every other place that
 spells them is checked here against that table, so an option missing or different anywhere fails with a
 message that says where (see "How to add an option" in options.py).
 
@@ -23,9 +23,10 @@ from typer.testing import CliRunner
 
 from agentlab_sched import messages
 from agentlab_sched.cli import app
+from agentlab_sched.core import planner
+from agentlab_sched.core.options import CLEARABLE, OPTIONS, Option, catalog_rows
 from agentlab_sched.database import queries
-from agentlab_sched.schedules import admin, planner
-from agentlab_sched.schedules.options import CLEARABLE, OPTIONS, Option, catalog_rows
+from agentlab_sched.schedules import admin
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 

@@ -14,10 +14,10 @@ import pytest
 
 from agentlab_sched import database as db
 from agentlab_sched.demo import make_app
-from agentlab_sched.firing import scheduler as scheduler_module
 from agentlab_sched.firing import tick as tick_module
-from agentlab_sched.firing.scheduler import Scheduler
 from agentlab_sched.settings import Settings
+from agentlab_sched.worker import precise as scheduler_module
+from agentlab_sched.worker.precise import Scheduler
 
 
 @pytest.fixture

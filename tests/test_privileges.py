@@ -227,7 +227,7 @@ def test_the_admin_uses_the_sql_api_never_the_tables_and_the_audit_names_it(
 
 
 async def test_the_python_api_and_the_cli_work_as_the_admin(db_url: str, roles: Roles, groups: RoleNames) -> None:
-    from agentlab_sched.firing.tick import trigger
+    from agentlab_sched.firing.requests import trigger
     from agentlab_sched.notify import set_webhook
     from agentlab_sched.schedules import admin as api
 
@@ -314,7 +314,8 @@ async def test_the_worker_fires_and_keeps_bookkeeping_never_a_definition(
 async def test_trigger_now_is_grantable_without_running_the_task_with_other_inputs(
     db_url: str, roles: Roles, groups: RoleNames
 ) -> None:
-    from agentlab_sched.firing.tick import fire_due, trigger
+    from agentlab_sched.firing.requests import trigger
+    from agentlab_sched.firing.tick import fire_due
 
     seed(db_url)
     oncall = roles.login("oncall", groups.reader)
@@ -352,7 +353,7 @@ async def test_a_real_worker_as_the_worker_role_fires_and_runs_its_job(
     db_url: str, roles: Roles, groups: RoleNames
 ) -> None:
     from agentlab_sched.demo import make_app
-    from agentlab_sched.worker import run_worker
+    from agentlab_sched.worker.process import run_worker
 
     admin = roles.login("alice", groups.admin)
     worker = roles.login("worker_host", groups.worker)

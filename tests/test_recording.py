@@ -9,8 +9,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from agentlab_sched.core import planner
 from agentlab_sched.firing.tick import fire_due
-from agentlab_sched.schedules import planner
 
 from .firing_helpers import EN, NINE, fires, make_schedule, next_of, runs_of
 
@@ -149,7 +149,7 @@ async def test_a_cron_change_in_sql_from_a_future_pending_time_loses_nothing(
     await conn.execute("SELECT agentlab_sched.schedule('y', '0 0 1 1 *', 'demo.echo', overlap => 'allow_all')")
     cur = await conn.execute("SELECT id FROM agentlab_sched.schedules WHERE name = 'y'")
     sid = (await cur.fetchone())["id"]
-    from agentlab_sched.firing.tick import replan
+    from agentlab_sched.schedules.replan import replan
 
     await replan(conn)
     assert (await next_of(conn, sid)).month == 1

@@ -12,7 +12,8 @@ import pytest
 
 from agentlab_sched import database as db
 from agentlab_sched.errors import Conflict, ValidationError
-from agentlab_sched.firing.tick import backfill, fire_due, trigger
+from agentlab_sched.firing.requests import backfill, trigger
+from agentlab_sched.firing.tick import fire_due
 from agentlab_sched.schedules import admin
 
 from .firing_helpers import EN, NINE, fires, job, make_schedule, next_of, runs_of

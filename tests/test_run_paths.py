@@ -25,7 +25,7 @@ from procrastinate import jobs as pjobs
 from agentlab_sched import install, messages
 from agentlab_sched.runs import lifecycle
 from agentlab_sched.runs.context import current_run
-from agentlab_sched.worker import connector_for
+from agentlab_sched.worker.process import connector_for
 
 from .firing_helpers import job, make_schedule
 from .test_lifecycle import in_locale, launch, run_row, schedule_row

@@ -1,4 +1,4 @@
-"""`agentlab-sched worker`'s job runner (agentlab_sched.runner): jobs taken and finished in batches, each
+"""`agentlab-sched worker`'s job runner (agentlab_sched.worker.batch): jobs taken and finished in batches, each
 with its run's context and result in the same statements, Procrastinate's semantics kept (retries, abort,
 delete_jobs), NOTIFY waited on by socket; and the precise loop's tick committing batch by batch."""
 
@@ -18,14 +18,16 @@ import procrastinate
 import psycopg
 from cryptography.fernet import Fernet
 
-from agentlab_sched import current_run, runner
+from agentlab_sched import current_run
 from agentlab_sched.database import queries
 from agentlab_sched.database.connections import wait_for_notifies
 from agentlab_sched.demo import make_app
-from agentlab_sched.firing import blueprint, tick
-from agentlab_sched.runs.middleware import install
+from agentlab_sched.firing import tick
 from agentlab_sched.settings import Settings
-from agentlab_sched.worker import connector_for, run_worker
+from agentlab_sched.worker import batch as runner
+from agentlab_sched.worker import blueprint
+from agentlab_sched.worker.middleware import install
+from agentlab_sched.worker.process import connector_for, run_worker
 
 from .firing_helpers import EN, NINE, make_schedule
 from .test_lifecycle_worker import wait_for

@@ -14,7 +14,8 @@ from psycopg import sql
 from typer.testing import CliRunner
 
 from agentlab_sched.cli import app
-from agentlab_sched.firing.tick import backfill, fire_due, trigger
+from agentlab_sched.firing.requests import backfill, trigger
+from agentlab_sched.firing.tick import fire_due
 from agentlab_sched.runs import lifecycle
 from tests.firing_helpers import EN, NINE, make_schedule, set_job_status
 from tests.security_helpers import Roles

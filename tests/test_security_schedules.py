@@ -129,7 +129,7 @@ async def test_inputs_over_the_limit_are_refused_in_sql_and_python(conn: psycopg
 
 async def test_a_trigger_override_over_the_limit_is_refused(conn: psycopg.AsyncConnection[Any]) -> None:
     from agentlab_sched.errors import ValidationError
-    from agentlab_sched.firing.tick import trigger
+    from agentlab_sched.firing.requests import trigger
 
     await make_schedule(conn)
     override = {"blob": "y" * (20 * 1024 * 1024)}
@@ -145,8 +145,8 @@ async def test_a_trigger_override_over_the_limit_is_refused(conn: psycopg.AsyncC
 async def test_cron_text_has_a_length_limit_checked_before_parsing(conn: psycopg.AsyncConnection[Any]) -> None:
     import time
 
+    from agentlab_sched.core import cron
     from agentlab_sched.errors import ValidationError
-    from agentlab_sched.schedules import cron
 
     huge = "0 " + ",".join(["9"] * 200_000) + " * * *"
     began = time.monotonic()

@@ -10,9 +10,10 @@ from typing import Any
 import psycopg
 
 from agentlab_sched.demo import make_app
-from agentlab_sched.firing import tick
+from agentlab_sched.schedules.replan import replan
 from agentlab_sched.settings import Settings
-from agentlab_sched.worker import Scheduler, run_worker
+from agentlab_sched.worker.precise import Scheduler
+from agentlab_sched.worker.process import run_worker
 
 from .firing_helpers import runs_of
 
@@ -82,7 +83,7 @@ async def test_replan_fills_next_run_at_of_schedules_created_in_sql(
         "INSERT INTO agentlab_sched.schedules (name, cron, task, timezone) "
         "VALUES ('s', '0 9 * * *', 'demo.echo', 'UTC')"
     )
-    assert await tick.replan(conn) == 1
+    assert await replan(conn) == 1
     cur = await conn.execute("SELECT next_run_at, replan FROM agentlab_sched.schedules")
     row = await cur.fetchone()
     assert row["replan"] is None and row["next_run_at"] is not None and row["next_run_at"].hour == 9

@@ -1,7 +1,6 @@
 """The `agentlab-sched` command line: the root app, its global options, and where sub-apps mount.
 
-Sub-apps written elsewhere are mounted when their module exists and skipped while it does not (only a
-missing module of exactly that name is skipped; an error inside one that exists is raised):
+The sub-apps, each in a module of its own:
 
 - ``agentlab_sched.cli.notify:notify_app`` as ``notify``;
 - ``agentlab_sched.cli.history:fires_cmd`` as ``fires``, ``:runs_app`` as ``runs``, ``:prune_cmd`` as ``prune``;
@@ -11,13 +10,11 @@ missing module of exactly that name is skipped; an error inside one that exists 
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
 from typing import Annotated
 
 import typer
 
-from agentlab_sched.cli import common
+from agentlab_sched.cli import common, firing, history, imports, notify, worker
 from agentlab_sched.cli.database import db_app, migrate_cmd, roles_app
 from agentlab_sched.cli.schedules import schedules_app
 
@@ -73,37 +70,13 @@ app.add_typer(db_app, name="db")
 app.add_typer(roles_app, name="roles")
 
 
-def _optional(module: str) -> ModuleType | None:
-    """The module, or None while it has not been written yet."""
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name == module:
-            return None
-        raise
-
-
-def _mount() -> None:
-    notify = _optional("agentlab_sched.cli.notify")
-    if notify is not None:
-        notify.register(app)  # notify test|rotate-secrets, and a top-level rotate-secrets
-    history = _optional("agentlab_sched.cli.history")
-    if history is not None:
-        app.command("fires")(history.fires_cmd)
-        app.add_typer(history.runs_app, name="runs")
-        app.command("prune")(history.prune_cmd)
-    worker = _optional("agentlab_sched.cli.worker")
-    if worker is not None:
-        worker.register(app)
-    firing = _optional("agentlab_sched.cli.firing")
-    if firing is not None:
-        firing.register(schedules_app)
-    imports = _optional("agentlab_sched.cli.imports")
-    if imports is not None:
-        imports.register(app)  # import pg-cron|procrastinate
-
-
-_mount()
+notify.register(app)  # notify test|rotate-secrets
+app.command("fires")(history.fires_cmd)
+app.add_typer(history.runs_app, name="runs")
+app.command("prune")(history.prune_cmd)
+worker.register(app)
+firing.register(schedules_app)
+imports.register(app)  # import pg-cron|procrastinate
 
 
 def main() -> None:

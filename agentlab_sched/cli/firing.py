@@ -14,7 +14,7 @@ from agentlab_sched import messages
 from agentlab_sched.cli import common
 from agentlab_sched.database import queries
 from agentlab_sched.errors import NotFound
-from agentlab_sched.firing import tick
+from agentlab_sched.firing import requests
 
 
 def _who() -> str:
@@ -24,7 +24,7 @@ def _who() -> str:
         return "cli"
 
 
-def _outcome_row(outcome: tick.FireOutcome, tz: str) -> dict[str, Any]:
+def _outcome_row(outcome: requests.FireOutcome, tz: str) -> dict[str, Any]:
     """One fire for --json: its instant in UTC and in the schedule's zone, both with their offset."""
     return {
         "fire_id": outcome.fire_id,
@@ -38,7 +38,7 @@ def _outcome_row(outcome: tick.FireOutcome, tz: str) -> dict[str, Any]:
     }
 
 
-def _table(outcomes: list[tick.FireOutcome], tz: str, locale: str) -> Table:
+def _table(outcomes: list[requests.FireOutcome], tz: str, locale: str) -> Table:
     table = common.table(locale, "fire", "fire_at", "status", "run", "reason")
     for o in outcomes:
         when = messages.local_time(o.fire_at, tz) if o.fire_at else ""
@@ -52,13 +52,13 @@ def _table(outcomes: list[tick.FireOutcome], tz: str, locale: str) -> Table:
     return table
 
 
-def _paused_note(ctx: typer.Context, name: str, outcomes: list[tick.FireOutcome]) -> None:
+def _paused_note(ctx: typer.Context, name: str, outcomes: list[requests.FireOutcome]) -> None:
     if any(o.paused for o in outcomes):
         text = common.text("trigger.fired_while_paused", common.state(ctx).locale, name=name)
         common.err().print(Text(text, style="yellow"))
 
 
-def _exit_status(outcomes: list[tick.FireOutcome]) -> None:
+def _exit_status(outcomes: list[requests.FireOutcome]) -> None:
     """Exit non-zero when a fire did not start because something is wrong (failed_to_start)."""
     if any(o.status == "failed_to_start" for o in outcomes):
         raise typer.Exit(common.EXIT_NOT_STARTED)
@@ -92,9 +92,9 @@ def register(schedules_app: typer.Typer) -> None:
         override = common.parse_json_object(inputs) if inputs is not None else None
         settings = common.state(ctx).settings()
 
-        async def go(conn: Any) -> tuple[list[tick.FireOutcome], str]:
+        async def go(conn: Any) -> tuple[list[requests.FireOutcome], str]:
             tz = await _timezone(conn, name)
-            outcome = await tick.trigger(
+            outcome = await requests.trigger(
                 conn, name, override, even_if_paused=even_if_paused, requested_by=f"manual:{_who()}", settings=settings
             )
             return [outcome], tz
@@ -124,9 +124,9 @@ def register(schedules_app: typer.Typer) -> None:
         """
         settings = common.state(ctx).settings()
 
-        async def go(conn: Any) -> tuple[tick.BackfillResult, str]:
+        async def go(conn: Any) -> tuple[requests.BackfillResult, str]:
             tz = await _timezone(conn, name)
-            result = await tick.backfill(
+            result = await requests.backfill(
                 conn,
                 name,
                 common.parse_time(start, "from", tz),
@@ -155,7 +155,7 @@ def register(schedules_app: typer.Typer) -> None:
         _exit_status(outcomes)
 
 
-def _say_summary(ctx: typer.Context, result: tick.BackfillResult) -> None:
+def _say_summary(ctx: typer.Context, result: requests.BackfillResult) -> None:
     """One line: how many fires were launched, and how many were not, by status."""
     total = sum(result.counts.values())
     if result.not_launched == 0:

@@ -14,10 +14,11 @@ from rich.text import Text
 
 from agentlab_sched import messages, notify
 from agentlab_sched.cli import common
+from agentlab_sched.core import cron as cronlib
+from agentlab_sched.core import options as option_table
+from agentlab_sched.core import planner
 from agentlab_sched.errors import Conflict, SchedError
-from agentlab_sched.schedules import admin, code, planner
-from agentlab_sched.schedules import cron as cronlib
-from agentlab_sched.schedules import options as option_table
+from agentlab_sched.schedules import admin, code
 
 schedules_app = typer.Typer(
     name="schedules",

@@ -20,7 +20,7 @@ from agentlab_sched.firing import tick
 from agentlab_sched.observe import output
 from agentlab_sched.runs import lifecycle
 from agentlab_sched.schedules import admin
-from agentlab_sched.worker import run_worker
+from agentlab_sched.worker.process import run_worker
 
 #: The demo schedules `dev` seeds: one every 10 s, one that overlaps itself (skip policy). A run that a
 #: stopped `dev` interrupted runs again when a worker is back (on_interrupt retry), rather than waiting to

@@ -23,9 +23,9 @@ from typing import Any
 import psycopg
 
 from agentlab_sched import errors, limits, messages
+from agentlab_sched.core import options
 from agentlab_sched.database import queries, upstream
 from agentlab_sched.errors import SchedError
-from agentlab_sched.schedules import options
 from agentlab_sched.settings import Settings
 
 PACKAGE_DIR = Path(__file__).parent

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from agentlab_sched import messages
+from agentlab_sched.observe.events import fields
+from agentlab_sched.settings import Settings
+
+logger = logging.getLogger(__name__)
 
 
 class LaunchRefused(Exception):
@@ -85,3 +92,68 @@ async def resolve(request: LaunchRequest) -> None:
 
 def has_resolver(task: str) -> bool:
     return task in _resolvers
+
+
+#: The longest reason recorded from a resolver, in characters.
+REASON_MAX = 2000
+
+
+def _reason_text(refused: LaunchRefused, locale: str) -> str:
+    """A resolver's reason as text we can store, whatever it handed us (a lazy translation, any object)."""
+    try:
+        value = refused.reason
+        text = value if isinstance(value, str) else str(value)
+        if not isinstance(text, str):
+            raise TypeError("str() did not return text")
+    except Exception:
+        logger.warning("a resolver's refusal reason could not be turned into text", exc_info=True)
+        text = ""
+    text = text.replace("\x00", "").strip()
+    if not text:
+        return messages.render("launch.refused_no_reason", locale)
+    return text if len(text) <= REASON_MAX else text[: REASON_MAX - 1] + "…"
+
+
+async def refusal_of(
+    row: dict[str, Any], at: datetime, kind: str, settings: Settings, inputs: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
+    """Run the task's resolver (bounded by the resolver timeout): None to launch, else the refusal to record.
+
+    Never raises: a refusal, a timeout and an unexpected error each become the fire's reason.
+    """
+    if not has_resolver(row["task"]):
+        return None
+    locale = settings.locale
+    request = LaunchRequest(row["id"], row["name"], row["task"], at, kind, inputs or row["inputs"])
+    try:
+        await asyncio.wait_for(resolve(request), settings.resolver_timeout)
+    except LaunchRefused as refused:
+        reason = _reason_text(refused, locale)
+        return {"reason_code": "launch.refused", "reason_params": {"reason": reason}, "reason": reason}
+    except TimeoutError:
+        logger.error(
+            "the resolver of task %s did not answer within %s s for schedule %s",
+            row["task"],
+            settings.resolver_timeout,
+            row["name"],
+        )
+        params = {"task": row["task"], "timeout": messages.seconds(settings.resolver_timeout)}
+        return {
+            "reason_code": "launch.resolver_timeout",
+            "reason_params": params,
+            "reason": messages.render("launch.resolver_timeout", locale, **params),
+        }
+    except (Exception, asyncio.CancelledError) as exc:
+        current = asyncio.current_task()
+        if isinstance(exc, asyncio.CancelledError) and current is not None and current.cancelling():
+            raise  # we are being stopped: not the resolver's doing
+        logger.exception(
+            "the resolver of task %s failed for schedule %s", row["task"], row["name"],
+            extra=fields(row["name"], reason_code="launch.error", task=row["task"]),
+        )  # fmt: skip
+        return {
+            "reason_code": "launch.error",
+            "reason_params": {},
+            "reason": messages.render("launch.error", locale),
+        }
+    return None

@@ -24,10 +24,10 @@ import procrastinate
 import psycopg
 
 from agentlab_sched import messages
+from agentlab_sched.core import cron as cronlib
 from agentlab_sched.database import queries
 from agentlab_sched.errors import SchedError, ValidationError
 from agentlab_sched.schedules import admin
-from agentlab_sched.schedules import cron as cronlib
 
 __all__ = ["ImportReport", "Imported", "Refused", "from_croniter", "import_periodic"]
 

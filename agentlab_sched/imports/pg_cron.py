@@ -22,10 +22,10 @@ from typing import Any
 import psycopg
 
 from agentlab_sched import messages
+from agentlab_sched.core import cron as cronlib
 from agentlab_sched.database import queries
 from agentlab_sched.errors import SchedError, ValidationError
 from agentlab_sched.schedules import admin
-from agentlab_sched.schedules import cron as cronlib
 
 __all__ = ["DEFAULT_STATEMENT_TIMEOUT", "ImportReport", "Imported", "Job", "Refused", "import_jobs"]
 

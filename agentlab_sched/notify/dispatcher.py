@@ -63,11 +63,6 @@ def backoff(attempt: int) -> float:
     return min(BACKOFF_CAP, BACKOFF_BASE * 2 ** max(0, attempt - 1))
 
 
-def bot_key(platform: str, url: str) -> str:
-    """Names a bot without revealing its URL (`NormalUrl.bot`): every spelling of one bot is one key."""
-    return normalise(url).bot
-
-
 def log_safe(text: str | None, limit: int = 500) -> str:
     """Text from elsewhere (a receiver's reply, an error) fit for one log line: control characters and
     line breaks escaped, URLs masked, at most ``limit`` characters."""

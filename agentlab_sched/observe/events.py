@@ -200,3 +200,17 @@ def worker_line(event: str, data: Mapping[str, Any], locale: str) -> str:
         if data.get("metrics_port")
         else messages.term("event.no_metrics"),
     )
+
+
+def fire_told(row: dict[str, Any], plan: dict[str, Any], fire: dict[str, Any], now: datetime, locale: str) -> None:
+    """The event of one fire a tick recorded, from its plan and what SQL wrote (none for a duplicate)."""
+    if fire.get("status") == "duplicate" or not fire.get("fire_id"):
+        return
+    at = datetime.fromisoformat(plan["fire_at"]) if isinstance(plan["fire_at"], str) else plan["fire_at"]
+    code = fire.get("reason_code") or plan.get("reason_code")
+    params = fire.get("reason_params") if fire.get("reason_code") else plan.get("reason_params")
+    fire_recorded(
+        schedule=row["name"], fire_id=fire["fire_id"], fire_at=at, kind=plan["kind"], status=fire["status"],
+        timezone=row["timezone"], run_id=fire.get("run_id"), reason_code=code, reason_params=params,
+        reason=plan.get("reason"), late_seconds=max(0.0, (now - at).total_seconds()), locale=locale,
+    )  # fmt: skip

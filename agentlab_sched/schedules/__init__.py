@@ -1,6 +1,6 @@
-"""Schedules and planning: what a schedule is and when it fires.
+"""Schedules: creating, changing and re-planning them.
 
-- :mod:`.cron`: the cron language and its DST rules (pure);
-- :mod:`.planner`: what one tick does for one schedule at a given ``now`` (pure, no I/O);
-- :mod:`.admin`: the Python admin API (``schedule``, ``alter``, ``pause``, ``resume``, ...).
+- :mod:`.admin`: the Python admin API (``schedule``, ``alter``, ``pause``, ``resume``, ...);
+- :mod:`.code`: schedules defined in code (``@agentlab_sched.schedule``) and their sync;
+- :mod:`.replan`: planning the next fire of schedules whose definition changed.
 """

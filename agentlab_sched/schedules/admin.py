@@ -14,7 +14,7 @@ the database with the same language and the same messages; everything else is ch
 database's validation trigger, so a refusal reads the same from SQL, Python and the CLI.
 
 Unlike the SQL functions, which leave ``next_run_at`` to a worker, these functions plan the next fire
-before they return (``tick.replan`` on the same connection), so ``next_run_at`` is filled at once.
+before they return (``replan`` on the same connection), so ``next_run_at`` is filled at once.
 
     from agentlab_sched.schedules import admin
     from agentlab_sched import database as db
@@ -41,14 +41,15 @@ from psycopg.types.json import Jsonb
 
 from agentlab_sched import errors, limits
 from agentlab_sched._plain import plain
+from agentlab_sched.core import cron as cronlib
+from agentlab_sched.core import options as option_table
+from agentlab_sched.core import planner
+from agentlab_sched.core.cron import Upcoming
 from agentlab_sched.database import queries
+from agentlab_sched.database.clock import db_now
 from agentlab_sched.errors import NotFound, SchedError
-from agentlab_sched.firing import tick
 from agentlab_sched.messages import CATALOG, term
-from agentlab_sched.schedules import cron as cronlib
-from agentlab_sched.schedules import options as option_table
-from agentlab_sched.schedules import planner
-from agentlab_sched.schedules.cron import Upcoming
+from agentlab_sched.schedules.replan import replan
 
 __all__ = [
     "CLEARABLE",
@@ -252,8 +253,8 @@ def _check_cron_and_zone(cron_expr: str | None, timezone: str | None, inputs: An
 
 
 async def _replan(conn: psycopg.AsyncConnection[Any], schedule_id: int, now: datetime | None) -> None:
-    """Plan the next fire now, as a worker would within a tick (tick.replan, the one implementation)."""
-    await tick.replan(conn, [schedule_id], now=now)
+    """Plan the next fire now, as a worker would within a tick (schedules.replan, the one implementation)."""
+    await replan(conn, [schedule_id], now=now)
 
 
 async def _fetch(conn: psycopg.AsyncConnection[Any], name: str) -> Schedule:
@@ -515,7 +516,7 @@ async def upcoming(
         )
     current = await get(conn, name)
     if after is None:
-        after = await tick.db_now(conn)
+        after = await db_now(conn)
     expr = planner.cron_of(vars(current))
     limit = n if current.remaining_runs is None else min(n, current.remaining_runs)
     if limit <= 0:

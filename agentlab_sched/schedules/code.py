@@ -40,11 +40,11 @@ import procrastinate
 import psycopg
 
 from agentlab_sched import errors, messages
+from agentlab_sched.core import cron as cronlib
+from agentlab_sched.core import options as option_table
 from agentlab_sched.database import queries
 from agentlab_sched.errors import SchedError
 from agentlab_sched.schedules import admin
-from agentlab_sched.schedules import cron as cronlib
-from agentlab_sched.schedules import options as option_table
 
 __all__ = ["ATTRIBUTE", "CodeSchedule", "SyncReport", "declared", "fingerprint", "schedule", "sync"]
 

@@ -1,4 +1,4 @@
--- Jobs, as `agentlab-sched worker` takes and finishes them (agentlab_sched/runner.py); the functions are
+-- Jobs, as `agentlab-sched worker` takes and finishes them (agentlab_sched/worker/batch.py); the functions are
 -- in database/sql/57_batch_jobs.sql.
 
 -- name: fetch_jobs

@@ -41,7 +41,7 @@ from psycopg.types.json import set_json_loads
 from agentlab_sched.database import connect_kwargs, queries
 from agentlab_sched.database.connections import wait_for_notifies
 from agentlab_sched.database.reconnect import GiveUp, retrying
-from agentlab_sched.runs.jobs import RunJobManager
+from agentlab_sched.worker.jobs import RunJobManager
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ RUN_CONTEXT = "agentlab_sched.run"
 #: runner to write with the job's end (record_results).
 RUN_RESULT = "agentlab_sched.result"
 #: A stopping worker waits this long for a job end it cannot write (the database unreachable).
-STOP_GRACE = 1.0
+FINISH_GRACE = 1.0
 #: A NOTIFY connection that heard nothing for this long is checked (and replaced when it is dead).
 LISTEN_CHECK = 60.0
 #: The most job ends one statement writes.
@@ -181,12 +181,12 @@ class BatchWorker(procrastinate_worker.Worker):
         )
 
     def _stop_deadline(self) -> float | None:
-        """For writing job ends through an outage: none until the worker is told to stop, then STOP_GRACE."""
+        """For writing job ends through an outage: none until the worker is told to stop, then FINISH_GRACE."""
         if not self._stop_event.is_set():
             return None
         if self._stopped_at is None:
             self._stopped_at = time.monotonic()
-        return self._stopped_at + STOP_GRACE
+        return self._stopped_at + FINISH_GRACE
 
     async def _shutdown(self, side_tasks: list[asyncio.Task[Any]]) -> None:
         try:

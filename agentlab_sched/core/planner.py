@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from agentlab_sched.core import cron as cronlib
 from agentlab_sched.errors import SchedError
 from agentlab_sched.messages import local_time, seconds, term
-from agentlab_sched.schedules import cron as cronlib
 
 Kind = Literal["scheduled", "misfire", "manual", "backfill"]
 Action = Literal["launch", "skip_misfire", "fail"]

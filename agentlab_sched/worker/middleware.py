@@ -27,7 +27,7 @@ Around each job that belongs to a run it
 
 Housekeeping (every 10 s, in SQL) does the timeout part too, for workers without this middleware. Jobs
 that are not runs (the scheduler's own tick, other tasks of the app) pass through with one lookup. Under
-``agentlab-sched worker`` (`agentlab_sched.runner`) the run context comes with the job, so there is no
+``agentlab-sched worker`` (`agentlab_sched.worker.batch`) the run context comes with the job, so there is no
 lookup, and the result is written with the job's end.
 """
 
@@ -50,16 +50,16 @@ from procrastinate import job_context
 from agentlab_sched.database import queries
 from agentlab_sched.database.reconnect import GiveUp, retrying
 from agentlab_sched.errors import SchedError, from_database
-from agentlab_sched.firing.blueprint import tick
 from agentlab_sched.observe import events, presence
 from agentlab_sched.observe.events import fields
 from agentlab_sched.observe.output import quiet_aborts
-from agentlab_sched.runner import RUN_CONTEXT, RUN_RESULT
 from agentlab_sched.runs import context as run_context
 from agentlab_sched.runs import housekeeping
 from agentlab_sched.runs.approvals import AwaitApproval
-from agentlab_sched.runs.jobs import RunJobManager
 from agentlab_sched.settings import Settings
+from agentlab_sched.worker.batch import RUN_CONTEXT, RUN_RESULT
+from agentlab_sched.worker.blueprint import tick
+from agentlab_sched.worker.jobs import RunJobManager
 
 logger = logging.getLogger(__name__)
 
@@ -457,7 +457,7 @@ def error_text(exc: BaseException) -> tuple[str, str]:
 
 def install(app: procrastinate.App, middleware: RunMiddleware | None = None) -> procrastinate.App:
     """Add the run middleware to ``app``'s workers, outermost, and the job manager its workers need
-    (`agentlab_sched.runs.jobs.RunJobManager`); returns the app.
+    (`agentlab_sched.worker.jobs.RunJobManager`); returns the app.
 
     Without ``middleware``, an app that has one already keeps it (calling this twice is harmless);
     with one, it replaces the one installed (to set its locale or abort grace).

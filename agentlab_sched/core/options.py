@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from agentlab_sched.schedules.cron import DST_GAP, DST_REPEAT
+from agentlab_sched.core.cron import DST_GAP, DST_REPEAT
 
 #: What a run does when its worker stops under it (docs/runs.md): the first is the default.
 ON_INTERRUPT = ("suspend", "retry", "abandon")

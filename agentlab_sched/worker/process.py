@@ -1,7 +1,7 @@
 """`agentlab-sched worker`: a Procrastinate worker, the precise scheduling loop and notification dispatch.
 
 The blueprint's periodic tick fires schedules from any plain `procrastinate worker`, at most a tick
-late. This worker runs the precise loop instead (`agentlab_sched.firing.scheduler.Scheduler`), which
+late. This worker runs the precise loop instead (`agentlab_sched.worker.precise.Scheduler`), which
 fires at the due time. Stopping (SIGTERM, SIGINT) ends the loop, the notification dispatch and the
 worker within 3 s; a batch claimed but not committed rolls back, so the next worker fires it.
 
@@ -25,17 +25,17 @@ from procrastinate import PsycopgConnector
 from agentlab_sched import database as db
 from agentlab_sched.database.connections import display_url, scheduler_connection
 from agentlab_sched.database.reconnect import Backoff, describe, is_transient, retrying
-from agentlab_sched.firing.blueprint import register_app_tasks
-from agentlab_sched.firing.blueprint import tick as blueprint_tick
-from agentlab_sched.firing.scheduler import Scheduler
 from agentlab_sched.notify.dispatcher import Dispatcher
 from agentlab_sched.observe import events, presence
 from agentlab_sched.observe.metrics import Metrics
-from agentlab_sched.runner import BatchWorker
 from agentlab_sched.runs.housekeeping import Housekeeper, housekeeping
-from agentlab_sched.runs.jobs import RunJobManager
-from agentlab_sched.runs.middleware import install, with_run_middleware
 from agentlab_sched.settings import Settings
+from agentlab_sched.worker.batch import BatchWorker
+from agentlab_sched.worker.blueprint import register_app_tasks
+from agentlab_sched.worker.blueprint import tick as blueprint_tick
+from agentlab_sched.worker.jobs import RunJobManager
+from agentlab_sched.worker.middleware import install, with_run_middleware
+from agentlab_sched.worker.precise import Scheduler
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ POLL_FALLBACK = 30.0
 STOP_WITHIN = 2.7
 #: Of which jobs still running get this long to finish before they are aborted (async tasks are
 #: cancelled, sync ones asked to stop); what is not finished then is left to housekeeping.
-STOP_GRACE = 1.2
+JOB_GRACE = 1.2
 #: How long a worker's statements wait for a lock (seconds): see connections.connect_kwargs.
 LOCK_TIMEOUT = 10.0
 #: Connections of the app's pool beyond one per job slot (see _pool_for).
@@ -137,7 +137,7 @@ async def run_worker(
             "concurrency": concurrency,
             "queues": queues,
             "install_signal_handlers": False,
-            "shutdown_graceful_timeout": STOP_GRACE,
+            "shutdown_graceful_timeout": JOB_GRACE,
             # New jobs and abort requests arrive by NOTIFY; polling is only the fallback.
             "fetch_job_polling_interval": POLL_FALLBACK,
             "abort_job_polling_interval": POLL_FALLBACK,
@@ -157,7 +157,7 @@ async def run_worker(
         await asyncio.wait({supervising, stopping}, return_when=asyncio.FIRST_COMPLETED)
         stopping.cancel()
         stopped_at = loop.time()
-        manager.stop_soon(STOP_WITHIN - STOP_GRACE - 0.3)
+        manager.stop_soon(STOP_WITHIN - JOB_GRACE - 0.3)
         failure = supervising.exception() if supervising.done() and not supervising.cancelled() else None
         clean = await _stop_all(
             scheduler, housekeeper, dispatcher, supervisor, supervising, here, stopped_at + STOP_WITHIN - 0.2

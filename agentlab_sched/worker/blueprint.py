@@ -83,10 +83,3 @@ def make_blueprint(queue: str | None = None) -> procrastinate.Blueprint:
     housekeeping.register(bp, queue)
     sql_task.register(bp)
     return bp
-
-
-def __getattr__(name: str) -> Any:
-    # `blueprint`: a new one at every read, so that including it in several apps is safe.
-    if name == "blueprint":
-        return make_blueprint()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,8 +24,8 @@ from agentlab_sched.database import queries
 from agentlab_sched.database.connections import wait_for_notifies
 from agentlab_sched.database.reconnect import Backoff, describe, is_transient
 from agentlab_sched.firing import tick as tick_module
-from agentlab_sched.firing.blueprint import register_app_tasks
 from agentlab_sched.settings import Settings
+from agentlab_sched.worker.blueprint import register_app_tasks
 
 logger = logging.getLogger(__name__)
 
