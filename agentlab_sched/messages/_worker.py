@@ -217,5 +217,11 @@ MESSAGES.update(
         "log.warning": ("warning", "警告"),
         "log.error": ("error", "错误"),
         "log.critical": ("critical", "严重错误"),
+        "worker.procrastinate_changed": (
+            "this Procrastinate ({version}) changed what agentlab-sched worker relies on: {problems}. Install a "
+            "Procrastinate it was checked against ({checked}), or run a plain `procrastinate worker`",
+            "当前的 Procrastinate({version})改动了 agentlab-sched worker 所依赖的内部接口:{problems}。"
+            "请安装经过验证的 Procrastinate 版本({checked}),或改用普通的 `procrastinate worker`",
+        ),
     }
 )

@@ -73,7 +73,9 @@ class BatchWorker(procrastinate_worker.Worker):
     records_run_results = True
 
     def __init__(self, app: procrastinate.App, *, listen_url: str, **options: Any) -> None:
-        super().__init__(app=app, **options)
+        # Procrastinate's listener is replaced by ours (started by run()), so it is switched off there.
+        self.listens = bool(options.pop("listen_notify", True))
+        super().__init__(app=app, listen_notify=False, **options)
         self.listen_url = listen_url
         self._held: set[int] = set()  # jobs whose body holds a slot
         self._slot_freed = asyncio.Event()
@@ -188,24 +190,31 @@ class BatchWorker(procrastinate_worker.Worker):
             self._stopped_at = time.monotonic()
         return self._stopped_at + FINISH_GRACE
 
-    async def _shutdown(self, side_tasks: list[asyncio.Task[Any]]) -> None:
+    # -- running ------------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Procrastinate's ``run()``, with our NOTIFY listener beside it and our connections closed after."""
+        listener = asyncio.create_task(self._listen(), name="listener") if self.listens else None
+        if listener is not None:
+            listener.add_done_callback(self._listener_ended)
         try:
-            await super()._shutdown(side_tasks)  # running jobs end (and are written) or are aborted
+            await super().run()  # running jobs end (and are written) or are aborted before it returns
         finally:
+            if listener is not None:
+                listener.remove_done_callback(self._listener_ended)
+                listener.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await listener
             await self._fetching.close()
             await self._finisher.session.close()
 
-    # -- NOTIFY ---------------------------------------------------------------------------------------
+    def _listener_ended(self, task: asyncio.Task[None]) -> None:
+        # It only ends by an error it cannot ride through: stop, as Procrastinate does when a side task fails.
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("job listener failed; stopping the worker", exc_info=task.exception())
+            self.stop()
 
-    def _start_side_tasks(self) -> list[asyncio.Task[Any]]:
-        listen, self.listen_notify = self.listen_notify, False  # not Procrastinate's listener: ours
-        try:
-            tasks = super()._start_side_tasks()
-        finally:
-            self.listen_notify = listen
-        if listen:
-            tasks.append(asyncio.create_task(self._listen(), name="listener"))
-        return tasks
+    # -- NOTIFY ---------------------------------------------------------------------------------------
 
     async def _listen(self) -> None:
         """New jobs and abort requests by NOTIFY, on a connection of its own; reconnects after a failure."""

@@ -25,11 +25,13 @@ from procrastinate import PsycopgConnector
 from agentlab_sched import database as db
 from agentlab_sched.database.connections import display_url, scheduler_connection
 from agentlab_sched.database.reconnect import Backoff, describe, is_transient, retrying
+from agentlab_sched.errors import SchedError
 from agentlab_sched.notify.dispatcher import Dispatcher
 from agentlab_sched.observe import events, presence
 from agentlab_sched.observe.metrics import Metrics
 from agentlab_sched.runs.housekeeping import Housekeeper, housekeeping
 from agentlab_sched.settings import Settings
+from agentlab_sched.worker import internals
 from agentlab_sched.worker.batch import BatchWorker
 from agentlab_sched.worker.blueprint import register_app_tasks
 from agentlab_sched.worker.blueprint import tick as blueprint_tick
@@ -94,6 +96,14 @@ async def run_worker(
     Prometheus metrics there (0: any free port, said in the ready event).
     """
     settings = settings or Settings.from_env()
+    changed = internals.problems()
+    if changed:  # said before anything starts, rather than an AttributeError in the middle of a run
+        raise SchedError(
+            "worker.procrastinate_changed",
+            version=procrastinate.__version__,
+            problems="; ".join(changed),
+            checked=", ".join(internals.CHECKED_AGAINST),
+        )
     install(app)  # the run middleware and its job manager: run context, approvals, errors, timeouts, outages
     manager = app.job_manager
     assert isinstance(manager, RunJobManager)
