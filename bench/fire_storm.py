@@ -14,7 +14,7 @@ in Python, apply, commit). In the same run, on fresh databases, the same N
 jobs deferred through Procrastinate one by one (`defer_async`, one transaction each: the naive
 baseline) and all at once (`batch_defer_async`), as ratios.
 
-Our connections set plan_cache_mode = force_custom_plan (agentlab_sched.db.connect_kwargs, against a bad
+Our connections set plan_cache_mode = force_custom_plan (agentlab_sched.database.connect_kwargs, against a bad
 cached plan of Procrastinate's fetch query); that makes every statement inside our plpgsql functions be
 planned again on every call. ``--auto-plans`` sets it back to ``auto`` on the firing session only.
 """

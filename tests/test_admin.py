@@ -1,4 +1,4 @@
-"""The Python admin API (agentlab_sched.admin) against PostgreSQL: typed results, next_run_at planned at
+"""The Python admin API (agentlab_sched.schedules.admin) against PostgreSQL: typed results, next_run_at planned at
 once, the optimistic lock, and refusals that read the same as the SQL API's."""
 
 from __future__ import annotations

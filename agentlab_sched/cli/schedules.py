@@ -202,7 +202,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def with_schedule_options(command: F) -> F:
-    """Give ``command`` one CLI option per schedule option (``schedules/options.py``), before its own
+    """Give ``command`` one CLI option per schedule option (``core/options.py``), before its own
     keyword-only parameters; their values reach it in ``**given``."""
     signature = inspect.signature(command, eval_str=True)
     params = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]

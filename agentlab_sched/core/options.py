@@ -45,7 +45,7 @@ How to add an option (say ``on_interrupt``, a choice):
 4. ``schedules/admin.py``: the keyword argument of ``schedule()`` and ``alter()`` and the field of
    ``Schedule``; ``database/queries/schedules.sql``: the argument ``<name> => %(<name>)s::<type>`` of the
    queries ``schedule`` and ``alter_schedule``; the column in ``get_schedule``.
-   ``schedules/planner.py``: the ``ScheduleState`` field when ``planning=True``.
+   ``core/planner.py``: the ``ScheduleState`` field when ``planning=True``.
 5. ``docs/sql.md`` (the options table) and ``docs/cli.md`` (the flag).
 
 Run ``pytest tests/test_options.py``: it lists every place still missing.

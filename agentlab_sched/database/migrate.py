@@ -6,7 +6,7 @@
   that changed afterwards is refused.
 - ``sql/``: functions, triggers and views (CREATE OR REPLACE), re-applied every time.
 - The message catalogue, the error registry (``errors.py``), the schedule options
-  (``schedules/options.py``) and the deployment settings the database renders and validates with.
+  (``core/options.py``) and the deployment settings the database renders and validates with.
 
 Everything runs under a transaction-scoped advisory lock, so two concurrent migrates are safe: the
 second waits, then finds nothing to do.

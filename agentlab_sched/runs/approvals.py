@@ -3,7 +3,7 @@
 A task raises :class:`AwaitApproval`; the run middleware ends its job normally and the run becomes
 ``awaiting_approval`` with a pending approval row for its segment (docs/runs.md). A person approves it
 (``agentlab-sched runs approve ID``, SQL ``agentlab_sched.approve(run_id, ...)``, or
-:func:`agentlab_sched.lifecycle.approve`): the same task runs again for the same run, in the next
+:func:`agentlab_sched.runs.lifecycle.approve`): the same task runs again for the same run, in the next
 segment, and reads the state it saved and the decision from ``current_run()``. Rejecting it cancels
 the run. Until the approved run starts again it still counts as awaiting approval (overlap).
 
@@ -46,7 +46,7 @@ async def ask_once(title: str, inputs: Mapping[str, Any] | None = None) -> dict[
     Returns ``{"approved_by", "approved_label", "approved_at", "comment", "inputs"}``: the database role
     that approved, the name it gave, the database's time, and ``inputs`` as given when asking.
     Raises :class:`AwaitApproval` in the first segment (let it propagate), and
-    :class:`~agentlab_sched.context.NoRunContext` outside a run.
+    :class:`~agentlab_sched.runs.context.NoRunContext` outside a run.
     """
     run = current_run()
     approval = run.approval

@@ -1,6 +1,6 @@
 """What a task knows about the run it is executing: ``agentlab_sched.current_run()``.
 
-The run middleware (:mod:`agentlab_sched.middleware`) looks the run up when a worker starts its job and
+The run middleware (:mod:`agentlab_sched.worker.middleware`) looks the run up when a worker starts its job and
 sets it here, for async and sync tasks alike (sync tasks run in a thread that inherits the context)::
 
     import agentlab_sched

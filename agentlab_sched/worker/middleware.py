@@ -463,7 +463,7 @@ def install(app: procrastinate.App, middleware: RunMiddleware | None = None) -> 
     with one, it replaces the one installed (to set its locale or abort grace).
     """
     if not isinstance(app.job_manager, RunJobManager):
-        app.job_manager = RunJobManager(app)  # unknown tasks and settled jobs, see runs/jobs.py
+        app.job_manager = RunJobManager(app)  # unknown tasks and settled jobs, see worker/jobs.py
     quiet_aborts()  # no CancelledError traceback for a job aborted by its timeout, in any worker
     current = list(app.worker_defaults.get("worker_middleware") or [])
     if middleware is None and any(isinstance(m, RunMiddleware) for m in current):

@@ -1,5 +1,5 @@
 -- Runs: the statements of the run lifecycle API (runs/lifecycle.py), the run middleware
--- (runs/middleware.py) and current_run() (runs/context.py). The SQL functions called are in
+-- (worker/middleware.py) and current_run() (runs/context.py). The SQL functions called are in
 -- database/sql/50_runs.sql and 55_lifecycle.sql.
 
 -- name: find_run

@@ -1,5 +1,5 @@
 -- Schedules: the statements of the Python admin API (schedules/admin.py). The SQL functions called are in
--- database/sql/30_schedules.sql. Every schedule option (schedules/options.py) is an argument of
+-- database/sql/30_schedules.sql. Every schedule option (core/options.py) is an argument of
 -- schedule and alter_schedule (tests/test_options.py checks it); NULL = not given.
 
 -- name: schedule
