@@ -46,6 +46,7 @@ from typer.core import TyperGroup
 from agentlab_sched import database as db
 from agentlab_sched import messages
 from agentlab_sched.cli._click import exceptions as click_exceptions
+from agentlab_sched.core import durations
 from agentlab_sched.database import embedded
 from agentlab_sched.database.connections import display_url
 from agentlab_sched.demo import make_app
@@ -460,35 +461,10 @@ def read_file(path: str, field_name: str) -> str:
         raise ValidationError("cli.file_not_text", field_name, **params) from None
 
 
-_DURATION_UNITS = {
-    "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
-    "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
-    "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600,
-    "d": 86400, "day": 86400, "days": 86400,
-    "w": 604800, "week": 604800, "weeks": 604800,
-}  # fmt: skip
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]+)[\s,]*")
-
-
 def parse_duration(value: str, field_name: str) -> timedelta:
-    """``90s``, ``10m``, ``1h30m``, ``2d``, ``10 minutes``, ``0`` or plain seconds; a leading ``-`` is kept
-    (the database refuses negative durations with its own message)."""
-    raw = value.strip().lower()
-    sign = -1 if raw.startswith("-") else 1
-    raw = raw.lstrip("-").strip()
-    if re.fullmatch(r"\d+(?:\.\d+)?", raw):
-        return timedelta(seconds=sign * float(raw))
-    total = 0.0
-    pos = 0
-    while pos < len(raw):
-        m = _DURATION_PART.match(raw, pos)
-        if not m or m.group(2) not in _DURATION_UNITS:
-            break
-        total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-        pos = m.end()
-    if pos == 0 or pos < len(raw):
-        raise ValidationError("schedule.bad_duration", field_name, field=_term(field_name), value=value)
-    return timedelta(seconds=sign * total)
+    """``90s``, ``10m``, ``1h30m``, ``2d``, ``10 minutes``, ``0`` or plain seconds (``core.durations``); a
+    leading ``-`` is kept (the database refuses negative durations with its own message)."""
+    return durations.parse(value, field_name, _term(field_name), negative=True)
 
 
 def parse_time(value: str, field_name: str, timezone: str) -> datetime:

@@ -126,9 +126,10 @@ def duration(value: timedelta | float | int, locale: str) -> str:
 
 
 def local_time(value: datetime, tz: str) -> str:
-    """A time in the schedule's zone as ``YYYY-MM-DD HH:MM`` (seconds shown only when not zero)."""
+    """A time in the schedule's zone as ``YYYY-MM-DD HH:MM``, with the seconds when it is not a whole
+    minute (fractions of a second are not shown); SQL's ``local_time_text`` writes the same."""
     local = value.astimezone(ZoneInfo(tz))
-    return local.strftime("%Y-%m-%d %H:%M:%S" if local.second else "%Y-%m-%d %H:%M")
+    return local.strftime("%Y-%m-%d %H:%M:%S" if local.second or local.microsecond else "%Y-%m-%d %H:%M")
 
 
 def catalog_rows() -> list[tuple[str, str, str]]:

@@ -20,7 +20,6 @@ characters (at least 4, ``#1a2b3c`` as the ledger shows it).
 from __future__ import annotations
 
 import dataclasses
-import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ import psycopg
 
 from agentlab_sched import errors, messages
 from agentlab_sched._plain import plain
+from agentlab_sched.core import durations
 from agentlab_sched.database import queries
 from agentlab_sched.errors import SchedError, ValidationError
 from agentlab_sched.runs.context import Approval
@@ -338,31 +338,12 @@ async def prune(
     return PruneReport(**removed)
 
 
-_AGE_UNITS = {
-    "s": 1, "sec": 1, "second": 1, "seconds": 1,
-    "m": 60, "min": 60, "minute": 60, "minutes": 60,
-    "h": 3600, "hour": 3600, "hours": 3600,
-    "d": 86400, "day": 86400, "days": 86400,
-    "w": 604800, "week": 604800, "weeks": 604800,
-}  # fmt: skip
-_AGE_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*")
-
-
 def parse_age(value: str, field: str = "older_than") -> timedelta:
-    """``30d``, ``12h``, ``1w``, ``1d12h``, ``90 minutes``: a retention age. ValidationError names ``field``
-    (``older_than`` or ``retention``)."""
-    raw = value.strip().lower()
-    total = 0.0
-    pos = 0
-    while pos < len(raw):
-        m = _AGE_PART.match(raw, pos)
-        if not m or m.group(2) not in _AGE_UNITS:
-            break
-        total += float(m.group(1)) * _AGE_UNITS[m.group(2)]
-        pos = m.end()
-    if not raw or pos < len(raw):
+    """``30d``, ``12h``, ``1w``, ``1d12h``, ``90 minutes``: a retention age (:mod:`agentlab_sched.core.durations`).
+    ValidationError names ``field`` (``older_than``, ``since`` or ``retention``)."""
+    if not value.strip():
         raise ValidationError("schedule.bad_duration", field, field=messages.term(f"run.field.{field}"), value=value)
-    return timedelta(seconds=total)
+    return durations.parse(value, field, messages.term(f"run.field.{field}"))
 
 
 def describe_error(exc: SchedError, locale: str | None = None) -> str:
