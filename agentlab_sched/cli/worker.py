@@ -71,6 +71,15 @@ def worker_cmd(
     quiet: Quiet = False,
     log_format: LogFormat = "lines",
     metrics_port: MetricsPort = None,
+    listen_url: Annotated[
+        str | None,
+        typer.Option(
+            "--listen-url",
+            help="A direct PostgreSQL URL to LISTEN on when the database URL goes through "
+            "a transaction pooler (AGENTLAB_SCHED_LISTEN_URL).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run a worker: jobs, the scheduler's precise loop and notification dispatch; a line per fire and run.
 
@@ -87,7 +96,7 @@ def worker_cmd(
     async def work() -> None:
         clean = await run_worker(
             procrastinate_app, database.url, concurrency=concurrency, queues=queue or None,
-            settings=st.settings(), metrics_port=metrics_port, app_path=app_path,
+            settings=st.settings(), metrics_port=metrics_port, app_path=app_path, listen_url=listen_url,
         )  # fmt: skip
         if not clean:
             # Something ignores its abort (a synchronous task): exit without waiting for its thread; its

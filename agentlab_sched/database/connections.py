@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -81,6 +83,11 @@ def connect_kwargs(
     if lock_timeout:
         options.append(f"-c lock_timeout={int(lock_timeout * 1000)}")
     return {
+        # No server-side prepared statements: through a transaction pooler (PgBouncer's pool_mode =
+        # transaction) a statement prepared on one server connection is executed on another, which does
+        # not know it. With plan_cache_mode = force_custom_plan a prepared statement is planned again at
+        # every execution anyway, so preparing would save only the parse.
+        "prepare_threshold": None,
         "options": " ".join(options),
         "application_name": f"agentlab-sched {purpose}" if purpose else "agentlab-sched",
         "connect_timeout": CONNECT_TIMEOUT,
@@ -135,7 +142,7 @@ async def scheduler_connection(
                 await conn.set_autocommit(autocommit)
 
 
-async def wait_for_notifies(conn: psycopg.AsyncConnection, within: float | None) -> list[psycopg.Notify]:
+async def wait_for_notifies(conn: psycopg.AsyncConnection[Any], within: float | None) -> list[psycopg.Notify]:
     """The notifications ``conn`` has received, waiting at most ``within`` seconds (None: for ever) for the
     first one.
 
@@ -157,3 +164,38 @@ async def wait_for_notifies(conn: psycopg.AsyncConnection, within: float | None)
     if not readable.is_set():
         return []
     return [n async for n in conn.notifies(timeout=0)]
+
+
+#: How long a worker waits, at start, for its LISTEN connection to hear its own probe (seconds).
+LISTEN_PROBE_WITHIN = 3.0
+
+
+async def listen_delivers(url: str, *, within: float = LISTEN_PROBE_WITHIN) -> bool:
+    """Whether a connection to ``url`` that LISTENs hears a NOTIFY sent on another connection to ``url``.
+
+    It does not through a transaction pooler (PgBouncer's pool_mode = transaction): the LISTEN ran on a
+    server connection that went back to the pool, and nothing reaches the client that asked. A worker
+    that listened there would never be woken: it checks at start and says so. Connection errors are
+    raised (the caller retries an outage).
+    """
+    channel = f"agentlab_sched_probe_{os.getpid()}_{secrets.token_hex(4)}"
+    payload = secrets.token_hex(8)
+    listener = await connect(url, purpose="listen check")
+    try:
+        await queries.execute(listener, "listen_probe", identifiers={"channel": channel})
+        sender = await connect(url, purpose="listen check")
+        try:
+            await queries.execute(sender, "notify_probe", {"channel": channel, "payload": payload})
+        finally:
+            await sender.close()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        while (left := deadline - loop.time()) > 0:
+            for notify in await wait_for_notifies(listener, left):
+                if notify.channel == channel and notify.payload == payload:
+                    with contextlib.suppress(psycopg.Error):
+                        await queries.execute(listener, "unlisten_probe", identifiers={"channel": channel})
+                    return True
+        return False
+    finally:
+        await listener.close()

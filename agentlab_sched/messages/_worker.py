@@ -217,6 +217,15 @@ MESSAGES.update(
         "log.warning": ("warning", "警告"),
         "log.error": ("error", "错误"),
         "log.critical": ("critical", "严重错误"),
+        "worker.listen_pooled": (
+            "the worker's LISTEN connection ({url}) hears no NOTIFY: it goes through a transaction pooler "
+            "(PgBouncer with pool_mode = transaction?), where LISTEN never wakes anyone. Give the worker a direct "
+            "connection to PostgreSQL to listen on: AGENTLAB_SCHED_LISTEN_URL or --listen-url (docs/operations.md, "
+            "PgBouncer)",
+            "worker 的 LISTEN 连接({url})收不到 NOTIFY:它经过了事务级连接池(PgBouncer 的 pool_mode = "
+            "transaction?),在那里 LISTEN 永远不会被唤醒。请为 worker 提供一个直连 PostgreSQL 的监听连接:"
+            "AGENTLAB_SCHED_LISTEN_URL 或 --listen-url(见 docs/operations.md 的 PgBouncer 一节)",
+        ),
         "worker.procrastinate_changed": (
             "this Procrastinate ({version}) changed what agentlab-sched worker relies on: {problems}. Install a "
             "Procrastinate it was checked against ({checked}), or run a plain `procrastinate worker`",

@@ -318,8 +318,11 @@ class Dispatcher:
         sender: Sender | None = None,
         concurrency: int = 2,
         poll_interval: float = 30.0,
+        listen_url: str | None = None,
     ) -> None:
         self.url = url
+        #: Where it LISTENs: ``url``, or a direct connection when ``url`` goes through a transaction pooler.
+        self.listen_url = listen_url or url
         self.settings = settings
         self.concurrency = max(1, concurrency)
         self.poll_interval = poll_interval
@@ -406,7 +409,7 @@ class Dispatcher:
         backoff = Backoff()
         while not self._stopping:
             try:
-                conn = await self._connect()
+                conn = await self._connect(self.listen_url)
                 try:
                     await queries.execute(conn, "listen_outbox")
                     backoff.reset()
@@ -427,8 +430,10 @@ class Dispatcher:
                 )
                 await asyncio.sleep(wait)
 
-    async def _connect(self) -> psycopg.AsyncConnection[Any]:
-        return await db.connect(self.url, locale=self.settings.locale, purpose="notify", lock_timeout=LOCK_TIMEOUT)
+    async def _connect(self, url: str | None = None) -> psycopg.AsyncConnection[Any]:
+        return await db.connect(
+            url or self.url, locale=self.settings.locale, purpose="notify", lock_timeout=LOCK_TIMEOUT
+        )
 
     async def _work(self, wake: asyncio.Event) -> None:
         """One delivery loop with its own connection."""

@@ -65,18 +65,20 @@ class BatchWorker(procrastinate_worker.Worker):
     """A Procrastinate worker that takes and finishes jobs in batches (see the module doc).
 
     Its own connections (taking jobs, ending jobs, NOTIFY) are set up as the app's connector sets up its
-    listener's, or opened on ``listen_url`` for another connector; the other options are
-    ``App.run_worker_async``'s.
+    listener's, or opened on ``listen_url`` for another connector; with ``listen_direct`` its NOTIFY
+    listener connects to ``listen_url`` whatever the connector (the connector goes through a transaction
+    pooler, where LISTEN hears nothing). The other options are ``App.run_worker_async``'s.
     """
 
     #: The run middleware may leave a run's result in the job's context (RUN_RESULT) for this worker to write.
     records_run_results = True
 
-    def __init__(self, app: procrastinate.App, *, listen_url: str, **options: Any) -> None:
+    def __init__(self, app: procrastinate.App, *, listen_url: str, listen_direct: bool = False, **options: Any) -> None:
         # Procrastinate's listener is replaced by ours (started by run()), so it is switched off there.
         self.listens = bool(options.pop("listen_notify", True))
         super().__init__(app=app, listen_notify=False, **options)
         self.listen_url = listen_url
+        self.listen_direct = listen_direct
         self._held: set[int] = set()  # jobs whose body holds a slot
         self._slot_freed = asyncio.Event()
         self._fetching = _Session(app, listen_url)
@@ -221,7 +223,7 @@ class BatchWorker(procrastinate_worker.Worker):
         channels = list(get_channel_for_queues(self.queues))
         pause = 0.5
         while True:
-            session = _Session(self.app, self.listen_url)
+            session = _Session(self.app, self.listen_url, direct=self.listen_direct)
             try:
                 conn = await session.connection()
                 try:
@@ -271,18 +273,19 @@ class _End:
 class _Session:
     """A connection of the runner's own, in autocommit (one round trip a statement, where a pool connection
     costs four: check, BEGIN, statement, COMMIT), set up as the app's connector sets up its connections;
-    opened on first use, and again after it broke."""
+    opened on first use, and again after it broke. With ``direct`` it connects to ``url`` itself."""
 
-    def __init__(self, app: procrastinate.App, url: str) -> None:
+    def __init__(self, app: procrastinate.App, url: str, *, direct: bool = False) -> None:
         self.app = app
         self.url = url
+        self.direct = direct
         self._conn: psycopg.AsyncConnection[Any] | None = None
         self._stack = contextlib.AsyncExitStack()
 
     async def _open(self) -> psycopg.AsyncConnection[Any]:
         connector = self.app.connector
         standalone = getattr(connector, "_get_standalone_connection", None)  # Procrastinate's, for its listener
-        if standalone is not None:
+        if standalone is not None and not self.direct:
             conn: psycopg.AsyncConnection[Any] = await self._stack.enter_async_context(standalone())
         else:
             conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True, **connect_kwargs())

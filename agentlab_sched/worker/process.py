@@ -23,7 +23,7 @@ import procrastinate
 from procrastinate import PsycopgConnector
 
 from agentlab_sched import database as db
-from agentlab_sched.database.connections import display_url, scheduler_connection
+from agentlab_sched.database.connections import display_url, listen_delivers, scheduler_connection
 from agentlab_sched.database.reconnect import Backoff, describe, is_transient, retrying
 from agentlab_sched.errors import SchedError
 from agentlab_sched.notify.dispatcher import Dispatcher
@@ -75,6 +75,7 @@ async def run_worker(
     install_signal_handlers: bool = True,
     metrics_port: int | None = None,
     app_path: str | None = None,
+    listen_url: str | None = None,
     **worker_options: Any,
 ) -> bool:
     """Run the Procrastinate worker, the precise scheduler loop and the notification dispatcher until
@@ -94,8 +95,15 @@ async def run_worker(
     notifications), then one event per fire and run change (`agentlab_sched.observe.events`); it reports
     itself in ``agentlab_sched.workers`` for `agentlab-sched doctor`. With ``metrics_port`` it serves
     Prometheus metrics there (0: any free port, said in the ready event).
+
+    ``listen_url`` (default: the settings' ``listen_url``, else ``url``) is where it LISTENs: the precise
+    loop (which also ticks on that connection), the job listener and the notification listener. With
+    ``url`` going through a transaction pooler (PgBouncer), it is a direct connection to PostgreSQL. It
+    checks at start that a LISTEN there hears a NOTIFY, and raises ``worker.listen_pooled`` when it does
+    not (rather than never being woken).
     """
     settings = settings or Settings.from_env()
+    listen = listen_url or settings.listen_url or url
     changed = internals.problems()
     if changed:  # said before anything starts, rather than an AttributeError in the middle of a run
         raise SchedError(
@@ -123,7 +131,9 @@ async def run_worker(
             return True
         if not await _until_stopped(_register(app, settings), stop):
             return True
-        scheduler = Scheduler(app, url, settings)
+        if not await _until_stopped(_check_listen(listen), stop):
+            return True
+        scheduler = Scheduler(app, listen, settings)
         if scheduler.start():
             # The precise loop fires on time: the per-second periodic tick would only add a job a second.
             _without_periodic(app, blueprint_tick)
@@ -131,7 +141,7 @@ async def run_worker(
         housekeeper = Housekeeper(app, settings)
         housekeeper.start()
         _without_periodic(app, housekeeping)
-        dispatcher = Dispatcher(url, settings=settings)
+        dispatcher = Dispatcher(url, settings=settings, listen_url=listen)
         await dispatcher.start()  # starts its tasks and returns; without a usable key it says why and runs nothing
         report = presence.Report(
             name=presence.worker_name(), kind="agentlab-sched", app=app_path,
@@ -155,7 +165,7 @@ async def run_worker(
             **worker_options,
         }
         await _pool_for(app, concurrency)
-        supervisor = Supervisor(app, url, manager, options)
+        supervisor = Supervisor(app, listen, manager, options, direct=listen != url)
         supervising = asyncio.create_task(supervisor.run(), name="the Procrastinate worker")
         tasks = sorted(t for t in app.tasks if not t.startswith("builtin:"))  # not Procrastinate's aliases
         events.worker_event(
@@ -225,14 +235,27 @@ async def _register(app: procrastinate.App, settings: Settings) -> None:
     await retrying(register, what="registering the app's tasks", logger=logger)
 
 
+async def _check_listen(url: str) -> None:
+    """Raise ``worker.listen_pooled`` when a LISTEN on ``url`` hears no NOTIFY (a transaction pooler)."""
+
+    async def check() -> bool:
+        return await listen_delivers(url)
+
+    if not await retrying(check, what="checking the LISTEN connection", logger=logger):
+        raise SchedError("worker.listen_pooled", url=display_url(url))
+
+
 class Supervisor:
     """Runs Procrastinate's worker (as `BatchWorker`: jobs taken and finished in batches), and starts it
     again when it stops by itself (it does at a connection error it cannot ride through, such as the
     database going away while it starts)."""
 
-    def __init__(self, app: procrastinate.App, url: str, manager: RunJobManager, options: dict[str, Any]) -> None:
+    def __init__(
+        self, app: procrastinate.App, url: str, manager: RunJobManager, options: dict[str, Any], *, direct: bool = False
+    ) -> None:
         self.app = app
-        self.url = url
+        self.url = url  # where the worker LISTENs
+        self.direct = direct  # a URL of its own (not the app's connector's: that one goes through a pooler)
         self.manager = manager
         self.options = options
         self.worker: BatchWorker | None = None
@@ -242,7 +265,7 @@ class Supervisor:
     async def run(self) -> None:
         self.app.perform_import_paths()
         while not self._stopping:
-            self.worker = BatchWorker(self.app, listen_url=self.url, **self.options)
+            self.worker = BatchWorker(self.app, listen_url=self.url, listen_direct=self.direct, **self.options)
             began = time.monotonic()
             try:
                 await self.worker.run()

@@ -125,3 +125,15 @@ SELECT timezone FROM agentlab_sched.schedules WHERE name = %(name)s
 -- name: install_cron_compat
 -- pg_cron's monitoring views in schema %(schema)s, unless something not ours is there: what blocked it.
 SELECT agentlab_sched.install_cron_compat(%(schema)s) AS blocker
+
+-- name: listen_probe
+-- A worker's check at start that its LISTEN connection hears NOTIFYs (no transaction pooler in between).
+LISTEN {channel}
+
+-- name: notify_probe
+-- The NOTIFY of that check, sent on another connection.
+SELECT pg_notify(%(channel)s, %(payload)s)
+
+-- name: unlisten_probe
+-- The check is over.
+UNLISTEN {channel}
