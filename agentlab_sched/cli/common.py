@@ -47,7 +47,7 @@ from agentlab_sched import database as db
 from agentlab_sched import messages
 from agentlab_sched.cli._click import exceptions as click_exceptions
 from agentlab_sched.core import durations
-from agentlab_sched.database import embedded
+from agentlab_sched.database import embedded, queries
 from agentlab_sched.database.connections import display_url
 from agentlab_sched.demo import make_app
 from agentlab_sched.errors import SchedError, UnknownTaskWarning, ValidationError
@@ -292,12 +292,29 @@ class HandledGroup(TyperGroup):
             if "agentlab_sched" not in str(exc):
                 raise
             raise _report(ctx, text("cli.not_migrated", _locale(ctx)), EXIT_DATABASE) from None
+        except psycopg.errors.ReadOnlySqlTransaction:  # SQLSTATE 25006: a standby, or a read-only session
+            url = ctx.find_root().obj.database_url if isinstance(ctx.find_root().obj, State) else None
+            database = getattr(ctx.find_root().obj, "_database", None)
+            url = database.url if database is not None else url
+            code = "cli.standby" if in_recovery(url) is not False else "cli.read_only"
+            raise _report(ctx, text(code, _locale(ctx)), EXIT_DATABASE) from None
         except psycopg.errors.UndefinedColumn:
             # A schema migrated by an older version: the columns this one reads are not there yet.
             raise _report(ctx, text("cli.schema_outdated", _locale(ctx)), EXIT_DATABASE) from None
         except psycopg.OperationalError as exc:
             detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise _report(ctx, text("cli.cannot_connect", _locale(ctx), error=detail), EXIT_DATABASE) from None
+
+
+def in_recovery(url: str | None) -> bool | None:
+    """Whether the server of ``url`` is a standby in recovery (None: it could not be asked)."""
+    if not url:
+        return None
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+            return bool(queries.value_sync(conn, "in_recovery"))
+    except psycopg.Error:
+        return None
 
 
 def choose_locale(given: str | None) -> str:

@@ -222,6 +222,16 @@ MESSAGES.update(
             "this database has no agentlab-sched schema yet; run agentlab-sched migrate first",
             "该数据库里还没有 agentlab-sched 的表;请先运行 agentlab-sched migrate",
         ),
+        "cli.standby": (
+            "this database is a read-only hot standby (in recovery): this command writes, so run it against the "
+            "primary",
+            "该数据库是只读的热备库(正在恢复中):这个命令需要写入,请对主库运行",
+        ),
+        "cli.read_only": (
+            "this database refuses writes (a read-only transaction: default_transaction_read_only?): this command "
+            "writes; run it where writes are allowed",
+            "该数据库拒绝写入(只读事务:default_transaction_read_only?):这个命令需要写入,请在允许写入的数据库上运行",
+        ),
         "cli.cannot_connect": ("cannot connect to the database: {error}", "无法连接数据库:{error}"),
         "cli.added": (
             'added schedule "{name}" (id {id}); next run: {next}',

@@ -137,3 +137,7 @@ SELECT pg_notify(%(channel)s, %(payload)s)
 -- name: unlisten_probe
 -- The check is over.
 UNLISTEN {channel}
+
+-- name: in_recovery
+-- Is this server a standby (a command that wrote was refused: say why).
+SELECT pg_is_in_recovery()
