@@ -92,13 +92,13 @@ def test_text_output_marks_each_finding_and_exits_1_in_either_language(
 
 
 def test_migrations_not_applied(db_url: str, sync_conn: psycopg.Connection) -> None:
-    sync_conn.execute(f"DELETE FROM {S}.schema_migrations WHERE name = '0004_lifecycle.sql'")
+    sync_conn.execute(f"DELETE FROM {S}.schema_migrations WHERE name = '0001_schema.sql'")
     code, report = doctor(db_url)
     assert code == 1 and "doctor.migrations_pending" in problems(report)
-    assert "0004_lifecycle.sql" in finding(report, "doctor.migrations_pending")["message"]
+    assert "0001_schema.sql" in finding(report, "doctor.migrations_pending")["message"]
     # SQL of an older version (its functions and messages): migrate is needed too.
     sync_conn.execute(f"UPDATE {S}.config SET value = 'older' WHERE key = 'schema_fingerprint'")
-    sync_conn.execute(f"INSERT INTO {S}.schema_migrations (name, checksum) VALUES ('0004_lifecycle.sql', 'x')")
+    sync_conn.execute(f"INSERT INTO {S}.schema_migrations (name, checksum) VALUES ('0001_schema.sql', 'x')")
     code, report = doctor(db_url)
     assert code == 1 and "schema: not up to date (sql/)" in finding(report, "doctor.migrations_pending")["message"]
 

@@ -53,14 +53,6 @@ class MigrateReport:
         return bool(self.procrastinate or self.applied)
 
 
-#: Checksums an applied migration had before only its comments were reworded (the SQL is the same): a
-#: database that recorded one of these is up to date, and its record is updated to the current one.
-FORMER_CHECKSUMS: dict[str, frozenset[str]] = {
-    "0001_schema.sql": frozenset({"37552d9c19a9e5c89ab4eba41aad38304bf2cb9942607ceda440de1106e35c8b"}),
-    "0004_lifecycle.sql": frozenset({"4e16bdb4cadbca9729bcca3452d00964572db7a289965f986dde16a798021ab4"}),
-}
-
-
 def checksum(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -174,9 +166,7 @@ def _ours(conn: psycopg.Connection[Any], applied: dict[str, str], report: Migrat
         digest = checksum(text)
         name = path.name
         if name in applied:
-            if applied[name] in FORMER_CHECKSUMS.get(name, ()):
-                queries.execute_sync(conn, "update_migration_checksum", {"name": name, "checksum": digest})
-            elif applied[name] != digest:
+            if applied[name] != digest:
                 raise SchedError("migrate.changed", "migrations", file=name)
             continue
         queries.run_script_sync(conn, text)

@@ -71,10 +71,6 @@ SELECT EXISTS (SELECT 1 FROM information_schema.columns
 -- Migration file %(name)s was applied (its checksum %(checksum)s).
 INSERT INTO agentlab_sched.schema_migrations (name, checksum) VALUES (%(name)s, %(checksum)s)
 
--- name: update_migration_checksum
--- Migration file %(name)s now has checksum %(checksum)s (only its comments changed).
-UPDATE agentlab_sched.schema_migrations SET checksum = %(checksum)s WHERE name = %(name)s
-
 -- name: clear_messages
 -- The message catalogue is written anew by every migrate.
 DELETE FROM agentlab_sched.messages

@@ -97,10 +97,8 @@ $$;
 
 -- Raise a refusal that names the field: the message in the session's locale, the SQLSTATE of the code in
 -- the error registry (agentlab_sched.error_codes, from errors.py; 22023 for plain bad input), COLUMN = the
--- field, DETAIL = {"code", "field", "params"} so Python can rebuild it. `state` overrides the registry
--- (kept for callers of the former signature; the package's own SQL never passes it).
-CREATE OR REPLACE FUNCTION agentlab_sched.fail(code text, field text, params jsonb DEFAULT '{}'::jsonb,
-                                               state text DEFAULT NULL)
+-- field, DETAIL = {"code", "field", "params"} so Python can rebuild it.
+CREATE OR REPLACE FUNCTION agentlab_sched.fail(code text, field text, params jsonb DEFAULT '{}'::jsonb)
 RETURNS void
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -108,8 +106,7 @@ AS $$
 BEGIN
     RAISE EXCEPTION USING
         MESSAGE = agentlab_sched.msg(code, params),
-        ERRCODE = coalesce(state, (SELECT e.sqlstate FROM agentlab_sched.error_codes e WHERE e.code = fail.code),
-                           '22023'),
+        ERRCODE = coalesce((SELECT e.sqlstate FROM agentlab_sched.error_codes e WHERE e.code = fail.code), '22023'),
         COLUMN = coalesce(field, ''),
         DETAIL = jsonb_build_object('code', code, 'field', field, 'params', params)::text;
 END

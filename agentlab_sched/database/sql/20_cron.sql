@@ -19,10 +19,6 @@ AS $$
             (ARRAY['minute', 'hour', 'day-of-month', 'month', 'day-of-week', 'second'])[idx])) || params)
 $$;
 
--- Functions of earlier versions whose signature changed.
-DROP FUNCTION IF EXISTS agentlab_sched._cron_value(text, int);
-DROP FUNCTION IF EXISTS agentlab_sched._cron_field(text, int);
-
 -- One number or name of field `idx`: its value, or the problem with it (checks in cron.py's order).
 -- `item` is the list item the token is part of (named when a day form sits inside a range or step).
 CREATE OR REPLACE FUNCTION agentlab_sched._cron_value(token text, idx int, item text, OUT value int, OUT problem jsonb)

@@ -521,21 +521,6 @@ CREATE OR REPLACE TRIGGER schedules_after_update
     WHEN (NEW.version <> OLD.version OR (NEW.replan IS NOT NULL AND NEW.replan IS DISTINCT FROM OLD.replan))
     EXECUTE FUNCTION agentlab_sched.schedules_after_write();
 
--- Signatures of earlier versions (before on_interrupt).
-DROP FUNCTION IF EXISTS agentlab_sched.alter_schedule(text, text, text, text, jsonb, boolean, text, interval,
-    interval, text, integer, text, integer, timestamptz, timestamptz, integer, integer, text, text, text, text,
-    integer, text[]);
-DROP FUNCTION IF EXISTS agentlab_sched.schedule(text, text, text, jsonb, text, text, integer, text, interval,
-    interval, boolean, text, integer, timestamptz, timestamptz, integer, integer, text, text, text, text);
--- (before dst_gap and dst_repeat)
-DROP FUNCTION IF EXISTS agentlab_sched.alter_schedule(text, text, text, text, jsonb, boolean, text, interval,
-    interval, text, integer, text, integer, timestamptz, timestamptz, integer, integer, text, text, integer, text[]);
-DROP FUNCTION IF EXISTS agentlab_sched.schedule(text, text, text, jsonb, text, text, integer, text, interval,
-    interval, boolean, text, integer, timestamptz, timestamptz, integer, integer, text);
--- (and before if_exists)
-DROP FUNCTION IF EXISTS agentlab_sched.schedule(text, text, text, jsonb, text, text, integer, text, interval,
-    interval, boolean, text, integer, timestamptz, timestamptz, integer, integer, text, text, text);
-
 -- alter_schedule(): change some fields of a schedule; NULL leaves a field as it is.
 CREATE OR REPLACE FUNCTION agentlab_sched.alter_schedule(
     name text,

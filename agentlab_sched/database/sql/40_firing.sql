@@ -760,7 +760,6 @@ $$;
 -- The id names the request; fire_history shows the outcome. Each request gets an instant of its own
 -- (fire_at, to the microsecond; one taken already moves it on by a microsecond), so requests made at once
 -- never collapse onto one ledger row. A paused schedule is refused unless `even_if_paused`.
-DROP FUNCTION IF EXISTS agentlab_sched.trigger(text, jsonb);
 CREATE OR REPLACE FUNCTION agentlab_sched.trigger(name text, inputs jsonb DEFAULT NULL,
                                                   even_if_paused boolean DEFAULT false)
 RETURNS bigint
@@ -869,7 +868,6 @@ $$;
 -- them. An unbounded or out-of-range range is refused here; one with more due times than the limit is
 -- refused by the worker (the request fails with its reason). A paused schedule can be backfilled (that
 -- is what a backfill is for: the time it was paused).
-DROP FUNCTION IF EXISTS agentlab_sched.backfill(text, timestamptz, timestamptz);
 CREATE OR REPLACE FUNCTION agentlab_sched.backfill(name text, "from" timestamptz, "to" timestamptz,
                                                    overlap text DEFAULT 'buffer_all')
 RETURNS bigint
@@ -906,7 +904,6 @@ $$;
 -- requests another worker holds are skipped, and so are the ids in `skip` (left for a later tick). A
 -- backfill whose range no backfill can cover (written around backfill()'s checks) fails here, with its
 -- reason, before any worker tries to read it.
-DROP FUNCTION IF EXISTS agentlab_sched.next_request(bigint, bigint[]);
 CREATE OR REPLACE FUNCTION agentlab_sched.next_request(request_id bigint DEFAULT NULL, skip bigint[] DEFAULT '{}')
 RETURNS TABLE (id bigint, kind text, fire_at timestamptz, until timestamptz, inputs jsonb, overlap text,
                schedule jsonb)
@@ -974,7 +971,6 @@ $$;
 -- the fires it wrote and their count by status. `refusals` holds, per time (same position), NULL or the
 -- resolver's refusal {reason_code, reason_params, reason}. A backfill follows the request's overlap
 -- policy; a manual request whose schedule was paused meanwhile fails, unless it said even_if_paused.
-DROP FUNCTION IF EXISTS agentlab_sched.carry_out_request(bigint, timestamptz[], jsonb, text);
 CREATE OR REPLACE FUNCTION agentlab_sched.carry_out_request(request_id bigint, times timestamptz[],
                                                             refusals jsonb DEFAULT '[]'::jsonb,
                                                             wait boolean DEFAULT true)

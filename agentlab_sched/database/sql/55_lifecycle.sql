@@ -368,8 +368,6 @@ $$;
 -- ------------------------------------------------------------------------------------------------
 
 -- approve() and reject() no longer take the caller's clock: a decision is made at the database's time.
-DROP FUNCTION IF EXISTS agentlab_sched.approve(uuid, text, text, integer, timestamptz);
-DROP FUNCTION IF EXISTS agentlab_sched.reject(uuid, text, text, integer, timestamptz);
 
 -- Approve the pending approval of a run (of `segment`, when given: a stale segment is refused): the
 -- run continues in a new job, its next segment receiving its state and this approval. Until that job
