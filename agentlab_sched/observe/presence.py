@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -27,6 +28,8 @@ logger = logging.getLogger(__name__)
 
 #: Seconds between two reports of one worker.
 EVERY = 10.0
+#: How often (seconds) the report looks whether Procrastinate's id of the worker changed.
+WORKER_ID_CHECK = 0.5
 #: The key of ``additional_context`` by which `agentlab-sched worker` marks its own jobs.
 CONTEXT_KEY = "agentlab_sched_worker"
 
@@ -67,9 +70,14 @@ async def send(app: procrastinate.App, report: Report) -> None:
 class Presence:
     """`agentlab-sched worker`'s reports: one at start, then every :data:`EVERY` seconds; removed at stop."""
 
-    def __init__(self, app: procrastinate.App, report: Report) -> None:
+    def __init__(
+        self, app: procrastinate.App, report: Report, *, worker_id: Callable[[], int | None] | None = None
+    ) -> None:
         self.app = app
         self.report = report
+        #: Procrastinate's id of the worker, once it has one (it changes when the worker is started again):
+        #: reported as soon as it is known, so that a run's job leads to its host and pid.
+        self._worker_id = worker_id
         self._task: asyncio.Task[None] | None = None
 
     def update(self, **changes: Any) -> None:
@@ -85,7 +93,7 @@ class Presence:
     async def _loop(self) -> None:
         failing = False
         while True:
-            await asyncio.sleep(EVERY)
+            await self._until_due()
             try:
                 await send(self.app, self.report)
                 failing = False
@@ -93,6 +101,18 @@ class Presence:
                 if not failing:  # once per outage, not every 10 s
                     logger.warning("could not report this worker to the database: %s", exc)
                 failing = True
+
+    async def _until_due(self) -> None:
+        """Wait until the next report is due: :data:`EVERY` seconds, or as soon as Procrastinate's id of
+        the worker changes."""
+        loop = asyncio.get_running_loop()
+        due = loop.time() + EVERY
+        while loop.time() < due:
+            await asyncio.sleep(min(WORKER_ID_CHECK, max(0.0, due - loop.time())))
+            current = self._worker_id() if self._worker_id is not None else None
+            if current is not None and current != self.report.procrastinate_worker_id:
+                self.update(procrastinate_worker_id=current)
+                return
 
     async def stop(self) -> None:
         if self._task is not None:

@@ -111,9 +111,11 @@ class PgServer:
     def log(self) -> Path:
         return self.root / "server.log"
 
-    def url(self, dbname: str = "postgres", *, user: str = "postgres", tcp: bool = False) -> str:
-        """A URL of this server: over its unix socket, or with ``tcp`` over 127.0.0.1."""
-        host = self.listen if tcp else str(self.sock)
+    def url(
+        self, dbname: str = "postgres", *, user: str = "postgres", tcp: bool = False, host: str | None = None
+    ) -> str:
+        """A URL of this server: over its unix socket, or with ``tcp`` over its first listen address (or ``host``)."""
+        host = host or (self.listen.split(",")[0] if tcp else str(self.sock))
         return conninfo.make_conninfo(host=host, port=self.port, dbname=dbname, user=user)
 
     def initdb(self) -> None:
@@ -178,10 +180,13 @@ class PgServer:
 
 
 @contextlib.contextmanager
-def pg15_server(prefix: str = "agentlab-sched-pg15-", **settings: str) -> Iterator[PgServer]:
-    """A fresh PostgreSQL 15 server (stopped and removed on exit)."""
+def pg15_server(
+    prefix: str = "agentlab-sched-pg15-", *, listen: str = "127.0.0.1", **settings: str
+) -> Iterator[PgServer]:
+    """A fresh PostgreSQL 15 server listening on ``listen`` (addresses, comma-separated), stopped and
+    removed on exit."""
     require_pg15()
-    server = PgServer(owned_tempdir(prefix), free_port(), settings=dict(settings))
+    server = PgServer(owned_tempdir(prefix), free_port(), settings=dict(settings), listen=listen)
     try:
         server.initdb()
         server.start()
