@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from agentlab_sched.cli import common, firing, history, imports, notify, worker
+from agentlab_sched.cli import common, firing, history, imports, notify, web, worker
 from agentlab_sched.cli.database import db_app, migrate_cmd, roles_app
 from agentlab_sched.cli.schedules import schedules_app
 
@@ -77,6 +77,7 @@ app.command("prune")(history.prune_cmd)
 worker.register(app)
 firing.register(schedules_app)
 imports.register(app)  # import pg-cron|procrastinate
+web.register(app)  # the dashboard
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ import procrastinate
 import typer
 
 from agentlab_sched import database as db
-from agentlab_sched.cli import common, doctor
+from agentlab_sched.cli import common, doctor, web
 from agentlab_sched.cli.database import without_password
 from agentlab_sched.database.migrate import migrate
 from agentlab_sched.demo import make_app
@@ -126,6 +126,7 @@ def dev_cmd(
     database = st.database(dev=True)
     embedded_server = not st.database_url
     common.say(ctx, "dev.banner" if embedded_server else "dev.banner_url", database=common.display_url(database.url))
+    dashboard = web.dev_dashboard(database.url, st.settings())
     common.say(ctx, "dev.connect", url=without_password(database.url), flag=" --dev" if embedded_server else "")
     migrate(database.url, locale=st.locale)
 
@@ -133,8 +134,9 @@ def dev_cmd(
     asyncio.run(_seed(database.url, list(demo.tasks)))
     common.say(ctx, "dev.seeded", names=[spec["name"] for spec in DEMO_SCHEDULES])
     common.say(ctx, "dev.keeps_running" if embedded_server else "dev.ctrl_c")
+    common.say(ctx, "web.dev_address", url=dashboard[2])
     with output.configure(log_format, locale=st.locale, quiet=quiet, clean=common.safe):
-        asyncio.run(_dev(demo, database.url, duration, st.settings()))
+        asyncio.run(_dev(demo, database.url, duration, st.settings(), dashboard))
     common.say(ctx, "dev.stopped" if embedded_server else "dev.stopped_url")
 
 
@@ -155,8 +157,14 @@ async def _seed(url: str, tasks: list[str]) -> None:
         await conn.close()
 
 
-async def _dev(demo: procrastinate.App, url: str, duration: float, settings: Any) -> None:
+async def _dev(demo: procrastinate.App, url: str, duration: float, settings: Any, dashboard: Any) -> None:
     stop = asyncio.Event()
     if duration:
         asyncio.get_running_loop().call_later(duration, stop.set)
-    await run_worker(demo, url, stop=stop, settings=settings, app_path=common.DEMO_APP)
+    pages_stop = asyncio.Event()  # the dashboard stops with the worker
+    pages = asyncio.create_task(web.serve(dashboard[0], dashboard[1], pages_stop))
+    try:
+        await run_worker(demo, url, stop=stop, settings=settings, app_path=common.DEMO_APP)
+    finally:
+        pages_stop.set()
+        await pages

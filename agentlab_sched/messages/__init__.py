@@ -22,6 +22,7 @@ from agentlab_sched.messages import _notify as _notify
 from agentlab_sched.messages import _runs as _runs
 from agentlab_sched.messages import _sql as _sql
 from agentlab_sched.messages import _validation as _validation
+from agentlab_sched.messages import _web as _web
 from agentlab_sched.messages import _worker as _worker
 
 LOCALES = ("en", "zh-CN")
@@ -29,7 +30,7 @@ DEFAULT_LOCALE = "en"
 
 #: code -> {locale: template}
 CATALOG: dict[str, dict[str, str]] = {}
-for _module in (_validation, _cron, _firing, _runs, _notify, _sql, _imports, _cli, _worker):
+for _module in (_validation, _cron, _firing, _runs, _notify, _sql, _imports, _cli, _worker, _web):
     for _code, (_en, _zh) in _module.MESSAGES.items():
         if _code in CATALOG:
             raise RuntimeError(f"message code defined twice: {_code}")

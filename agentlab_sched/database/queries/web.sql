@@ -1,0 +1,194 @@
+-- The web dashboard (agentlab_sched/web): what its pages read. Every change they make goes through the
+-- SQL API the other callers use (schedules/admin.py, runs/lifecycle.py, firing/requests.py); these only
+-- read, as the signed-in person (their privileges decide what they see), or as the server's own login for
+-- the live updates and /healthz. Lists are paged by keyset (the last row's key), never by OFFSET.
+
+-- name: web_session_user
+-- The login role of this session (the person who signed in).
+SELECT session_user::text AS login
+
+-- name: web_ping
+-- The database answers (/healthz).
+SELECT true AS ok
+
+-- name: web_privileges
+-- What the session's role may execute among the SQL API's functions (by name: any signature counts), and
+-- whether it may read a webhook's ciphertext (a test message needs it).
+SELECT
+    (SELECT coalesce(jsonb_object_agg(proname, may), '{}'::jsonb) FROM (
+        SELECT p.proname, bool_or(has_function_privilege(p.oid, 'EXECUTE')) AS may
+        FROM pg_catalog.pg_proc p
+        WHERE p.pronamespace = 'agentlab_sched'::regnamespace
+          AND p.proname = ANY (ARRAY['pause', 'resume', 'trigger', 'trigger_now', 'backfill', 'alter_schedule',
+                                     'unschedule', 'approve', 'reject', 'resume_run', 'abandon', 'cancel_run'])
+        GROUP BY p.proname) f) AS functions,
+    has_column_privilege('agentlab_sched.schedules', 'webhook_url_enc', 'SELECT') AS webhook_read
+
+-- name: web_schedules
+-- One page of schedules by name after %(after)s (NULL: from the start), at most %(limit)s, filtered by
+-- %(status)s (active, paused, failing, overdue, stopped, code; NULL: all), %(task)s and %(text)s (a part of
+-- the name or task): the schedule_status row, where it is defined, who changed it last, and its last 30
+-- fires oldest first (the strip).
+SELECT ss.id, ss.name, ss.cron, ss.timezone, ss.task, ss.enabled, ss.next_run_at, ss.replan,
+       ss.last_fire_at, ss.last_fire_status, ss.last_fire_reason_code, ss.last_fire_reason,
+       ss.last_run_id, ss.last_run_status, ss.consecutive_failures, ss.paused_reason, ss.paused_at,
+       ss.version, ss.updated_at, s.defined_in, s.dst_gap, s.dst_repeat,
+       (SELECT c.db_role FROM agentlab_sched.schedule_changes c
+        WHERE c.schedule_id = s.id ORDER BY c.id DESC LIMIT 1) AS changed_by,
+       (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'id', f.id, 'fire_at', f.fire_at, 'kind', f.kind, 'status', f.status,
+                   'reason_code', f.reason_code,
+                   'reason', agentlab_sched.reason_text(f.reason_code, f.reason_params, f.reason))
+               ORDER BY f.fire_at, f.id), '[]'::jsonb)
+        FROM (SELECT * FROM agentlab_sched.fires f0 WHERE f0.schedule_id = s.id
+              ORDER BY f0.fire_at DESC, f0.id DESC LIMIT 30) f) AS strip
+FROM agentlab_sched.schedule_status ss
+JOIN agentlab_sched.schedules s ON s.id = ss.id
+WHERE (%(after)s::text IS NULL OR s.name > %(after)s::text)
+  AND (%(task)s::text IS NULL OR s.task = %(task)s::text)
+  AND (%(text)s::text IS NULL OR strpos(lower(s.name), lower(%(text)s::text)) > 0
+       OR strpos(lower(s.task), lower(%(text)s::text)) > 0)
+  AND (%(status)s::text IS NULL
+       OR (%(status)s = 'active' AND s.enabled)
+       OR (%(status)s = 'paused' AND NOT s.enabled)
+       OR (%(status)s = 'failing' AND s.consecutive_failures > 0)
+       OR (%(status)s = 'overdue' AND s.id IN (SELECT o.id FROM agentlab_sched.overdue o
+                                               WHERE o.problem IN ('late', 'unplanned')))
+       OR (%(status)s = 'stopped' AND s.id IN (SELECT o.id FROM agentlab_sched.overdue o WHERE o.problem = 'stopped'))
+       OR (%(status)s = 'code' AND s.defined_in IS NOT NULL))
+ORDER BY s.name
+LIMIT %(limit)s
+
+-- name: web_schedule_names
+-- The names of every schedule the filters of web_schedules select (a bulk pause or resume of them), by
+-- name, at most %(limit)s.
+SELECT s.name
+FROM agentlab_sched.schedules s
+WHERE (%(task)s::text IS NULL OR s.task = %(task)s::text)
+  AND (%(text)s::text IS NULL OR strpos(lower(s.name), lower(%(text)s::text)) > 0
+       OR strpos(lower(s.task), lower(%(text)s::text)) > 0)
+  AND (%(status)s::text IS NULL
+       OR (%(status)s = 'active' AND s.enabled)
+       OR (%(status)s = 'paused' AND NOT s.enabled)
+       OR (%(status)s = 'failing' AND s.consecutive_failures > 0)
+       OR (%(status)s = 'overdue' AND s.id IN (SELECT o.id FROM agentlab_sched.overdue o
+                                               WHERE o.problem IN ('late', 'unplanned')))
+       OR (%(status)s = 'stopped' AND s.id IN (SELECT o.id FROM agentlab_sched.overdue o WHERE o.problem = 'stopped'))
+       OR (%(status)s = 'code' AND s.defined_in IS NOT NULL))
+ORDER BY s.name
+LIMIT %(limit)s
+
+-- name: web_tasks
+-- The tasks schedules launch (the task filter's choices).
+SELECT DISTINCT task FROM agentlab_sched.schedules ORDER BY task LIMIT 500
+
+-- name: web_ledger
+-- One page of schedule %(id)s's ledger, newest first, before the key (%(before_at)s, %(before_id)s) (NULL:
+-- from the newest), at most %(limit)s; reasons in the session's locale.
+SELECT f.id AS fire_id, f.fire_at, f.kind, f.status, f.reason_code,
+       agentlab_sched.reason_text(f.reason_code, f.reason_params, f.reason) AS reason,
+       f.run_id, r.status AS run_status, f.created_at, f.requested_by
+FROM agentlab_sched.fires f
+LEFT JOIN agentlab_sched.runs r ON r.id = f.run_id
+WHERE f.schedule_id = %(id)s
+  AND (%(before_at)s::timestamptz IS NULL OR (f.fire_at, f.id) < (%(before_at)s::timestamptz, %(before_id)s::bigint))
+ORDER BY f.fire_at DESC, f.id DESC
+LIMIT %(limit)s
+
+-- name: web_changes
+-- The last %(limit)s changes of schedule %(id)s (the audit, secrets masked there), newest first.
+SELECT id, operation, changed_at, db_role, application_name, old_values, new_values
+FROM agentlab_sched.schedule_changes
+WHERE schedule_id = %(id)s
+ORDER BY id DESC
+LIMIT %(limit)s
+
+-- name: web_runs
+-- One page of runs, newest first, before the key (%(before_at)s, %(before_id)s) (NULL: from the newest), at
+-- most %(limit)s, of schedule %(schedule)s, in status %(status)s, created in [%(since)s, %(until)s) (each
+-- when given); the columns of get_run (lifecycle.Run).
+SELECT r.id, r.schedule_id, s.name AS schedule_name, coalesce(s.timezone, 'UTC') AS timezone, r.fire_id,
+       f.fire_at, f.kind, r.task, r.inputs, r.status, r.segment, r.error, r.error_code, r.result, r.state,
+       r.session_key, r.started_by, r.timeout, r.deadline_at, r.abort_reason, r.cancelled_by, r.suspended_at,
+       r.job_id, r.created_at, r.started_at, r.finished_at, r.updated_at,
+       (SELECT to_jsonb(a) - 'job_id' FROM agentlab_sched.approvals a
+        WHERE a.run_id = r.id AND a.segment = r.segment AND a.status = 'pending') AS waiting_for
+FROM agentlab_sched.runs r
+LEFT JOIN agentlab_sched.schedules s ON s.id = r.schedule_id
+LEFT JOIN agentlab_sched.fires f ON f.id = r.fire_id
+WHERE (%(schedule)s::text IS NULL OR s.name = %(schedule)s::text)
+  AND (%(status)s::text IS NULL OR r.status = %(status)s::text)
+  AND (%(since)s::timestamptz IS NULL OR r.created_at >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL OR r.created_at < %(until)s::timestamptz)
+  AND (%(before_at)s::timestamptz IS NULL OR (r.created_at, r.id) < (%(before_at)s::timestamptz, %(before_id)s::uuid))
+ORDER BY r.created_at DESC, r.id DESC
+LIMIT %(limit)s
+
+-- name: web_job
+-- Procrastinate's job %(id)s: its status and attempts (a run's page).
+SELECT id, status, attempts, queue_name, task_name, scheduled_at
+FROM procrastinate_jobs WHERE id = %(id)s
+
+-- name: web_workers
+-- The workers that reported, most recently seen first, and whether they are alive (seen within 30 s).
+SELECT name, kind, host, pid, app, queues, concurrency, fires, notifies, clock_skew, started_at, seen_at,
+       seen_at > now() - interval '30 seconds' AS alive
+FROM agentlab_sched.workers
+ORDER BY seen_at DESC
+LIMIT 200
+
+-- name: web_overdue
+-- The schedules nothing is firing (the overdue view), the longest first.
+SELECT name, cron, timezone, next_run_at, late_by, problem
+FROM agentlab_sched.overdue
+ORDER BY late_by DESC NULLS LAST, name
+LIMIT 200
+
+-- name: web_outbox
+-- The notifications waiting to be delivered, and those that failed in the last day.
+SELECT
+    (SELECT count(*) FROM agentlab_sched.outbox WHERE status = 'pending') AS backlog,
+    (SELECT coalesce(extract(epoch FROM clock_timestamp() - min(created_at)), 0)
+       FROM agentlab_sched.outbox WHERE status = 'pending') AS oldest,
+    (SELECT count(*) FROM agentlab_sched.outbox
+      WHERE status = 'failed' AND created_at > clock_timestamp() - interval '1 day') AS failed
+
+-- name: web_load_schedules
+-- The enabled schedules' cron and zone (the load page counts their fires per minute for the next 24 hours),
+-- at most %(limit)s.
+SELECT id, cron, timezone, dst_gap, dst_repeat, starts_at, ends_at, remaining_runs
+FROM agentlab_sched.schedules
+WHERE enabled
+ORDER BY id
+LIMIT %(limit)s
+
+-- name: web_lateness
+-- For each minute of the hour before %(now)s: the fires that launched a run that started, and the lateness
+-- from due time to the run's start (p50, p99, seconds). created_at bounds the scan (its index): a fire is
+-- recorded after its due time.
+SELECT date_trunc('minute', f.fire_at) AS minute, count(*) AS fires,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM r.started_at - f.fire_at)) AS p50,
+       percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM r.started_at - f.fire_at)) AS p99
+FROM agentlab_sched.fires f
+JOIN agentlab_sched.runs r ON r.id = f.run_id
+WHERE f.created_at >= %(now)s::timestamptz - interval '1 hour'
+  AND f.fire_at >= %(now)s::timestamptz - interval '1 hour'
+  AND f.fire_at < %(now)s::timestamptz
+  AND r.started_at IS NOT NULL
+GROUP BY 1
+ORDER BY 1
+
+-- name: web_fingerprint
+-- What changed lately, cheaply (each from an index): the newest fire, the newest finished run, how many runs
+-- are open by status, the newest approval and schedule change. The live updates tell pages when it moves.
+SELECT
+    (SELECT max(id) FROM agentlab_sched.fires) AS fire,
+    (SELECT max(finished_at) FROM agentlab_sched.runs) AS finished,
+    (SELECT count(*) FROM agentlab_sched.runs WHERE status = 'running') AS running,
+    (SELECT count(*) FROM agentlab_sched.runs WHERE status = 'queued' AND started_at IS NULL) AS waiting,
+    (SELECT max(id) FROM agentlab_sched.approvals) AS approval,
+    (SELECT max(id) FROM agentlab_sched.schedule_changes) AS change
+
+-- name: web_listen
+-- The channels the live updates hear: schedules changed, jobs deferred (every launched fire), notifications.
+LISTEN agentlab_sched_schedules; LISTEN procrastinate_any_queue_v1; LISTEN agentlab_sched_outbox

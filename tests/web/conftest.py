@@ -1,0 +1,125 @@
+"""Fixtures of the dashboard's tests: login roles made for one test, and HTTP clients of the app signed in as them.
+
+Roles belong to the whole server, so each test's get names of their own and are dropped when it ends. The
+reader and admin logins are members of the roles ``roles create`` makes (`create_roles`); the on-call login
+has the reader's rights and ``trigger_now`` only (docs/security.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+from starlette.testclient import TestClient
+
+from agentlab_sched import database as db
+from agentlab_sched.database.roles import RoleNames, create_roles
+from agentlab_sched.schedules import admin
+from agentlab_sched.settings import Settings
+from agentlab_sched.web import WebConfig, create_app
+
+PASSWORD = "agentlab-test"
+_counter = itertools.count()
+CSRF = re.compile(r'name="csrf" value="([^"]+)"')
+
+
+@dataclass
+class Web:
+    """One test's database, its logins, and clients of the dashboard on it."""
+
+    db_url: str
+    groups: RoleNames
+    reader: str
+    admin: str
+    oncall: str
+    clients: list[TestClient] = field(default_factory=list)
+
+    def client(self, *, read_only: bool = False, local: bool = False, base_path: str = "/") -> TestClient:
+        """A client of a new app (its lifespan running: the live hub, the sessions)."""
+        config = WebConfig(
+            database_url=self.db_url, settings=Settings.from_env(), read_only=read_only, local=local,
+            base_path=base_path,
+        )  # fmt: skip
+        client = TestClient(create_app(config), follow_redirects=False)
+        client.__enter__()
+        self.clients.append(client)
+        return client
+
+    def csrf(self, client: TestClient, path: str = "/login") -> str:
+        """The CSRF token of the client's session, read from a page's form (the login form's when that page
+        has none: a reader's pages have no post form)."""
+        found = CSRF.search(client.get(path).text) or CSRF.search(client.get("/login").text)
+        assert found is not None, "no CSRF token on " + path
+        return found.group(1)
+
+    def sign_in(self, client: TestClient, who: str, password: str = PASSWORD) -> Any:
+        """Sign ``who`` in through the login form; the response (303 to /schedules when accepted)."""
+        token = self.csrf(client)
+        return client.post("/login", data={"username": who, "password": password, "csrf": token})
+
+    def signed_in(self, who: str, **options: Any) -> TestClient:
+        client = self.client(**options)
+        response = self.sign_in(client, who)
+        assert response.status_code == 303, response.text
+        return client
+
+    def post(self, client: TestClient, path: str, **data: Any) -> Any:
+        """Post a form on ``path`` with the session's token (read from that page)."""
+        return client.post(path, data={"csrf": self.csrf(client, path), **data})
+
+    def schedule(self, name: str, cron: str = "0 9 * * *", task: str = "demo.echo", **options: Any) -> admin.Schedule:
+        """A schedule made through the Python API (as the owner)."""
+
+        async def make() -> admin.Schedule:
+            conn = await db.connect(self.db_url, locale="en")
+            try:
+                return await admin.schedule(conn, name, cron, task, {}, **options)
+            finally:
+                await conn.close()
+
+        return asyncio.run(make())
+
+    def owner(self) -> psycopg.Connection[Any]:
+        return psycopg.connect(self.db_url, autocommit=True)
+
+
+def _login(conn: psycopg.Connection[Any], base: str, *member_of: str) -> str:
+    name = f"{base}_{os.getpid()}_{next(_counter)}"
+    conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(sql.Identifier(name), PASSWORD))
+    for group in member_of:
+        conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(group), sql.Identifier(name)))
+    return name
+
+
+@pytest.fixture
+def web(db_url: str) -> Iterator[Web]:
+    names = RoleNames.with_prefix(f"w{os.getpid()}_{next(_counter)}")
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        create_roles(conn, names)
+        reader = _login(conn, "web_reader", names.reader)
+        admin_login = _login(conn, "web_admin", names.admin)
+        oncall = _login(conn, "web_oncall", names.reader)
+        conn.execute(
+            sql.SQL("GRANT EXECUTE ON FUNCTION agentlab_sched.trigger_now(text, boolean) TO {}").format(
+                sql.Identifier(oncall)
+            )
+        )
+    site = Web(db_url, names, reader, admin_login, oncall)
+    try:
+        yield site
+    finally:
+        for client in site.clients:
+            client.__exit__(None, None, None)
+        with psycopg.connect(db_url, autocommit=True) as conn:
+            for role in (oncall, admin_login, reader, names.worker, names.admin, names.reader):
+                if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
+                    conn.execute(sql.SQL("DROP OWNED BY {} CASCADE").format(sql.Identifier(role)))
+                    conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))

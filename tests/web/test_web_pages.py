@@ -1,0 +1,246 @@
+"""The dashboard over HTTP, on a real database, signed in as real roles: what each role sees and may do,
+the refusals (the database's own words), the session's protections, escaping, the languages, read-only mode."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+XSS = "<img src=x onerror=alert(1)>"
+LINK = "[x](javascript:alert(1))"
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def buttons(html: str) -> set[str]:
+    """The values of the action buttons on a page."""
+    return set(re.findall(r'<button type="submit" name="action" value="([a-z-]+)"', html))
+
+
+def test_healthz_and_login_page(web) -> None:
+    client = web.client()
+    assert client.get("/healthz").text == "ok\n"
+    page = client.get("/login")
+    assert page.status_code == 200
+    assert '<html lang="en">' in page.text
+    assert 'name="username"' in page.text and 'name="password"' in page.text
+    # Every page is behind the sign-in.
+    assert client.get("/schedules").status_code == 303
+    assert client.get("/schedules").headers["location"] == "/login?next=%2Fschedules"
+
+
+def test_headers_and_cookie(web) -> None:
+    client = web.client()
+    page = client.get("/login")
+    csp = page.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp
+    assert page.headers["x-frame-options"] == "DENY"
+    response = web.sign_in(client, web.admin)
+    cookie = response.headers["set-cookie"].lower()
+    assert "httponly" in cookie and "samesite=strict" in cookie and "max-age=" in cookie
+    assert "<script>" not in client.get("/schedules").text  # no inline script
+
+
+def test_admin_sees_every_action_and_acts_as_itself(web) -> None:
+    web.schedule("report")
+    client = web.signed_in(web.admin)
+    page = client.get("/schedules/report")
+    assert page.status_code == 200
+    assert buttons(page.text) == {"pause", "trigger", "backfill", "edit", "delete"}
+    response = web.post(client, "/schedules/report", action="pause", reason="maintenance window")
+    assert response.status_code == 303
+    page = client.get("/schedules/report")
+    assert "maintenance window" in page.text and "Paused." in page.text
+    assert buttons(page.text) == {"resume", "trigger", "backfill", "edit", "delete"}
+    with web.owner() as conn:
+        who = conn.execute(
+            "SELECT db_role FROM agentlab_sched.schedule_changes WHERE schedule_name = 'report'"
+            " ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+    assert who == (web.admin,)  # the person, not the server
+    listing = client.get("/schedules?status=paused").text
+    assert 'data-schedule="report"' in listing and "maintenance window" in listing
+
+
+def test_reader_sees_no_button_and_a_post_is_refused_by_the_database(web) -> None:
+    web.schedule("report")
+    client = web.signed_in(web.reader)
+    page = client.get("/schedules/report")
+    assert page.status_code == 200
+    assert buttons(page.text) == set()
+    assert buttons(client.get("/schedules").text) == set()
+    response = web.post(client, "/schedules/report", action="pause", reason="x")
+    assert response.status_code == 403
+    assert "permission denied for function pause" in response.text
+    assert "Traceback" not in response.text
+    with web.owner() as conn:
+        assert conn.execute("SELECT enabled FROM agentlab_sched.schedules WHERE name = 'report'").fetchone() == (True,)
+
+
+def test_trigger_only_role_gets_run_now_and_nothing_else(web) -> None:
+    web.schedule("report")
+    client = web.signed_in(web.oncall)
+    page = client.get("/schedules/report")
+    assert buttons(page.text) == {"trigger"}
+    response = web.post(client, "/schedules/report", action="trigger")
+    assert response.status_code == 303
+    page = client.get("/schedules/report")
+    assert "Requested (#" in page.text
+    with web.owner() as conn:
+        row = conn.execute("SELECT requested_by FROM agentlab_sched.fire_requests ORDER BY id DESC LIMIT 1").fetchone()
+    assert row is not None and web.oncall in row[0]
+
+
+def test_a_post_without_the_token_or_from_another_origin_is_refused(web) -> None:
+    web.schedule("report")
+    client = web.signed_in(web.admin)
+    assert client.post("/schedules/report", data={"action": "pause"}).status_code == 403
+    token = web.csrf(client, "/schedules/report")
+    response = client.post(
+        "/schedules/report", data={"action": "pause", "csrf": token}, headers={"origin": "http://evil.example"}
+    )
+    assert response.status_code == 403
+    assert "another site" in response.text
+    with web.owner() as conn:
+        assert conn.execute("SELECT enabled FROM agentlab_sched.schedules WHERE name = 'report'").fetchone() == (True,)
+    # The same post from here goes through.
+    response = client.post(
+        "/schedules/report", data={"action": "pause", "csrf": token}, headers={"origin": "http://testserver"}
+    )
+    assert response.status_code == 303
+
+
+@pytest.mark.parametrize("name", [XSS, LINK])
+def test_attacker_text_stays_text(web, name: str) -> None:
+    web.schedule(name)
+    client = web.signed_in(web.admin)
+    listing = client.get("/schedules").text
+    if name == XSS:
+        assert XSS not in listing and "&lt;img src=x onerror=alert(1)&gt;" in listing
+    else:  # shown as it is, never a link
+        assert f">{LINK}</a>" in listing
+    assert 'href="javascript:' not in listing and "<img" not in listing
+    response = web.post(client, "/schedules/x", action="pause", reason=XSS)
+    assert response.status_code == 404
+    assert XSS not in response.text
+
+
+def test_wrong_password_is_refused_when_the_server_checks_passwords(web) -> None:
+    client = web.client()
+    response = web.sign_in(client, web.admin, password="wrong")
+    if response.status_code == 303:
+        pytest.skip("this PostgreSQL trusts local connections: it does not check passwords")
+    assert response.status_code == 401
+    assert "password authentication failed" in response.text
+
+
+def test_zh_cn_pages_carry_no_english_label(web) -> None:
+    web.schedule("report", cron="0 9 * * 1", timezone="Asia/Shanghai")
+    client = web.signed_in(web.admin)
+    for path in ("/schedules?lang=zh-CN", "/schedules/report", "/runs", "/health", "/load"):
+        page = client.get(path)
+        assert page.status_code == 200, path
+        assert '<html lang="zh-CN">' in page.text, path
+        labels = re.findall(r"<(?:th|label|button|legend|h1|h2|caption)[^>]*>([^<]+)<", page.text)
+        english = [t for t in labels if re.search(r"[A-Za-z]{3,}", t) and not CJK.search(t)]
+        allowed = {"UTC", "PID", "Cron", "English", "agentlab-sched"}
+        assert [t for t in english if t.strip() not in allowed and "report" not in t] == [], path
+    assert "每周一 09:00（上海时间）" in client.get("/schedules").text
+
+
+def test_accept_language_chooses_the_language(web) -> None:
+    client = web.client()
+    page = client.get("/login", headers={"accept-language": "zh-CN,zh;q=0.9,en;q=0.5"})
+    assert '<html lang="zh-CN">' in page.text and "登录" in page.text
+
+
+def test_read_only_hides_and_refuses_every_action(web) -> None:
+    web.schedule("report")
+    client = web.signed_in(web.admin, read_only=True)
+    page = client.get("/schedules/report")
+    assert buttons(page.text) == set()
+    response = web.post(client, "/schedules/report", action="pause")
+    assert response.status_code == 403
+    assert "read-only" in response.text
+
+
+def test_edit_refusal_names_the_field_and_a_good_edit_saves(web) -> None:
+    web.schedule("report")
+    client = web.signed_in(web.admin)
+    response = web.post(client, "/schedules/report", action="edit", cron="0 25 * * *", timezone="UTC", version="1")
+    assert response.status_code == 400
+    assert 'data-field="cron"' in response.text
+    assert "hour: 25 is outside 0-23" in response.text
+    response = web.post(client, "/schedules/report", action="edit", cron="30 9 * * *", timezone="UTC")
+    assert response.status_code == 303
+    with web.owner() as conn:
+        assert conn.execute("SELECT cron FROM agentlab_sched.schedules WHERE name = 'report'").fetchone() == (
+            "30 9 * * *",
+        )
+    preview = client.get("/schedules/report/preview", params={"cron": "0 9 * * *", "timezone": "Asia/Shanghai"}).json()
+    assert preview["ok"] and len(preview["times"]) == 5 and preview["times"][0]["local"].endswith("09:00")
+    bad = client.get("/schedules/report/preview", params={"cron": "61 * * * *", "timezone": "UTC"}).json()
+    assert bad == {"ok": False, "field": "cron", "error": bad["error"]} and "minute" in bad["error"]
+
+
+def test_backfill_shows_the_count_before_it_runs(web) -> None:
+    web.schedule("report", cron="0 * * * *")
+    client = web.signed_in(web.admin)
+    response = web.post(
+        client, "/schedules/report", action="backfill", **{"from": "2026-01-01T00:00", "to": "2026-01-01T05:00"}
+    )
+    assert response.status_code == 200
+    assert 'data-count="6"' in response.text and "This range holds 6 fires." in response.text
+    with web.owner() as conn:
+        assert conn.execute("SELECT count(*) FROM agentlab_sched.fires").fetchone() == (0,)
+    response = web.post(
+        client, "/schedules/report", action="backfill", confirm="6",
+        **{"from": "2026-01-01T00:00", "to": "2026-01-01T05:00"},
+    )  # fmt: skip
+    assert response.status_code == 303
+    with web.owner() as conn:
+        assert conn.execute("SELECT count(*) FROM agentlab_sched.fires WHERE kind = 'backfill'").fetchone() == (6,)
+
+
+def test_bulk_pause_of_a_filtered_set_confirms_the_count(web) -> None:
+    for name in ("etl-a", "etl-b", "other"):
+        web.schedule(name)
+    client = web.signed_in(web.admin)
+    response = web.post(client, "/schedules?q=etl", action="pause", q="etl", reason="migration")
+    assert response.status_code == 200
+    assert 'data-count="2"' in response.text and "Pause 2 schedules?" in response.text
+    response = web.post(
+        client, "/schedules", action="pause", q="etl", reason="migration", confirm="2", names=["etl-a", "etl-b"]
+    )
+    assert response.status_code == 303
+    with web.owner() as conn:
+        rows = conn.execute(
+            "SELECT name, enabled, paused_reason FROM agentlab_sched.schedules ORDER BY name"
+        ).fetchall()
+    assert rows == [("etl-a", False, "migration"), ("etl-b", False, "migration"), ("other", True, None)]
+
+
+def test_schedules_list_pages_by_keyset_and_keeps_filters_in_the_url(web) -> None:
+    with web.owner() as conn:
+        for i in range(55):
+            conn.execute("SELECT agentlab_sched.schedule(%s, '0 9 * * *', 'demo.echo')", (f"s{i:03d}",))
+    client = web.signed_in(web.reader)
+    first = client.get("/schedules?q=s0").text
+    assert first.count("data-schedule=") == 50
+    found = re.search(r'rel="next" href="([^"]+)"', first)
+    assert found is not None and "after=s049" in found.group(1) and "q=s0" in found.group(1)
+    second = client.get(found.group(1).replace("&amp;", "&")).text
+    assert re.findall(r'data-schedule="([^"]+)"', second) == [f"s{i:03d}" for i in range(50, 55)]
+
+
+def test_health_load_runs_and_local_mode(web) -> None:
+    web.schedule("report", cron="*/5 * * * *")
+    client = web.client(local=True)
+    page = client.get("/schedules")
+    assert page.status_code == 200
+    assert "without a password" in page.text
+    assert client.get("/health").status_code == 200
+    load = client.get("/load")
+    assert load.status_code == 200 and "288 fires in all" in load.text
+    assert client.get("/runs?status=suspended").status_code == 200
+    assert client.get("/runs/00000000").status_code == 404
