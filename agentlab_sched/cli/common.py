@@ -20,6 +20,7 @@ Parsers for option values that raise such errors: :func:`parse_json_object`, :fu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import importlib
 import json
@@ -292,6 +293,11 @@ class HandledGroup(TyperGroup):
             if "agentlab_sched" not in str(exc):
                 raise
             raise _report(ctx, text("cli.not_migrated", _locale(ctx)), EXIT_DATABASE) from None
+        except psycopg.errors.InsufficientPrivilege as exc:
+            url = ctx.find_root().obj.database_url if isinstance(ctx.find_root().obj, State) else None
+            database = getattr(ctx.find_root().obj, "_database", None)
+            url = database.url if database is not None else url
+            raise _report(ctx, privilege_message(exc, _locale(ctx), url), EXIT_INPUT) from None
         except psycopg.errors.ReadOnlySqlTransaction:  # SQLSTATE 25006: a standby, or a read-only session
             url = ctx.find_root().obj.database_url if isinstance(ctx.find_root().obj, State) else None
             database = getattr(ctx.find_root().obj, "_database", None)
@@ -306,6 +312,65 @@ class HandledGroup(TyperGroup):
             raise _report(ctx, text("cli.cannot_connect", _locale(ctx), error=detail), EXIT_DATABASE) from None
 
 
+#: "permission denied for function pause", "... for table schedules", "... for database x", "... for schema x".
+_DENIED = re.compile(r"permission denied for (function|procedure|table|view|sequence|relation|schema|database) (\S+)")
+
+
+def privilege_message(exc: psycopg.Error, locale: str, url: str | None) -> str:
+    """A missing privilege (SQLSTATE 42501) as one line: what was refused, the role that asked, and the role or
+    grant that has it (docs/security.md); who holds what is read from the database when it can be."""
+    primary = (exc.diag.message_primary or str(exc)).strip().splitlines()[0] if str(exc).strip() else "42501"
+    holders = _privilege_holders(url)
+    who = holders.get("role") or _url_user(url) or "?"
+    found = _DENIED.search(primary)
+    kind, name = (found.group(1), found.group(2).strip('"')) if found else ("", "")
+    short = name.rpartition(".")[2]
+    role = {k: holders.get(k) or f"agentlab_sched_{k}" for k in ("reader", "admin", "worker")}
+    needs: dict[str, object]
+    if kind in ("function", "procedure"):
+        what = messages.term("cli.denied.function", name=short)
+        if short == "schedule_sql":
+            needs = messages.term("cli.needs.schedule_sql")
+        elif short == "trigger_now":
+            needs = messages.term("cli.needs.trigger_now", role=role["admin"])
+        elif short in (holders.get("admin_functions") or ()):
+            needs = messages.term("cli.needs.role", kind="admin", role=role["admin"])
+        elif short in (holders.get("worker_functions") or ()):
+            needs = messages.term("cli.needs.role", kind="worker", role=role["worker"])
+        else:
+            needs = messages.term("cli.needs.owner")
+    elif kind in ("table", "view", "sequence", "relation"):
+        what = messages.term("cli.denied.table", name=short)
+        if short.startswith("procrastinate_") and short not in ("procrastinate_jobs", "procrastinate_workers"):
+            needs = messages.term("cli.needs.role", kind="worker", role=role["worker"])
+        elif short == "schedules":
+            needs = messages.term("cli.needs.role", kind="admin", role=role["admin"])
+        elif short in ("bot_sends", "bookkeeping_marks"):
+            needs = messages.term("cli.needs.role", kind="worker", role=role["worker"])
+        else:
+            needs = messages.term("cli.needs.role", kind="reader", role=role["reader"])
+    elif kind in ("schema", "database"):
+        what = messages.term(f"cli.denied.{kind}", name=name)
+        needs = messages.term("cli.needs.owner")
+    elif "create role" in primary:
+        what = messages.term("cli.denied.create_role")
+        needs = messages.term("cli.needs.createrole")
+    else:
+        what = messages.term("cli.denied.other", detail=primary)
+        needs = messages.term("cli.needs.grant")
+    return text("cli.denied", locale, role=who, what=what, needs=needs)
+
+
+def _url_user(url: str | None) -> str | None:
+    if not url:
+        return None
+    try:
+        user = psycopg.conninfo.conninfo_to_dict(url).get("user")
+        return str(user) if user else os.environ.get("PGUSER") or None
+    except psycopg.Error:
+        return None
+
+
 def in_recovery(url: str | None) -> bool | None:
     """Whether the server of ``url`` is a standby in recovery (None: it could not be asked)."""
     if not url:
@@ -315,6 +380,22 @@ def in_recovery(url: str | None) -> bool | None:
             return bool(queries.value_sync(conn, "in_recovery"))
     except psycopg.Error:
         return None
+
+
+def _privilege_holders(url: str | None) -> dict[str, Any]:
+    """The admin and worker roles' functions, the recorded roles and the current role; what cannot be read
+    (no schema, no USAGE, no server) is left out."""
+    if not url:
+        return {}
+    found: dict[str, Any] = {}
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+            found["role"] = conn.info.parameter_status("session_authorization") or None
+            with contextlib.suppress(psycopg.Error):
+                found.update(queries.one_sync(conn, "privilege_holders") or {})
+    except psycopg.Error:
+        pass
+    return found
 
 
 def choose_locale(given: str | None) -> str:

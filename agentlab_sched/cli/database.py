@@ -165,4 +165,8 @@ def roles_create_cmd(
         admin=names.admin,
     )
     for warning in found:
+        if database.embedded_dir and warning.code == "roles.superuser_owner":  # the embedded server's default
+            line = common.text("doctor.embedded_superuser_owner", st.locale, **warning.params)
+            common.err().print(common.cell(line, style="dim"))
+            continue
         common.err().print(common.cell(common.text(warning.code, st.locale, **warning.params), style="yellow"))

@@ -30,7 +30,12 @@ def doctor_cmd(
     database = st.database()
     settings = st.settings()
     shown = common.display_url(database.url)
-    findings = common.run(ctx, lambda conn: health.examine(conn, settings, database=shown, url=database.url))
+    findings = common.run(
+        ctx,
+        lambda conn: health.examine(
+            conn, settings, database=shown, url=database.url, embedded=bool(database.embedded_dir)
+        ),
+    )
     needs = [f for f in findings if f.level in health.NEEDS_A_PERSON]
     if as_json:
         common.print_json(

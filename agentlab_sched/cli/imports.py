@@ -6,11 +6,14 @@ from typing import Annotated, Any
 
 import psycopg
 import typer
+from psycopg import conninfo
 from psycopg.rows import dict_row
 from rich.table import Table
 from rich.text import Text
 
 from agentlab_sched.cli import common
+from agentlab_sched.database.connections import display_url
+from agentlab_sched.errors import ValidationError
 from agentlab_sched.imports import periodic, pg_cron
 
 import_app = typer.Typer(
@@ -50,11 +53,11 @@ def pg_cron_cmd(
     """Make sql schedules of pg_cron's jobs (paused unless --enable) and say what could not be translated."""
     limit = common.parse_duration(statement_timeout, "statement_timeout")
     locale = common.state(ctx).locale
+    if from_url is not None:
+        _check_from(from_url)
 
     async def run(conn: psycopg.AsyncConnection[Any]) -> pg_cron.ImportReport:
-        source = (
-            await psycopg.AsyncConnection.connect(from_url, autocommit=True, row_factory=dict_row) if from_url else None
-        )
+        source = await _connect_from(from_url) if from_url else None
         try:
             return await pg_cron.import_jobs(
                 conn, source, enable=enable, unschedule=unschedule, run_as=run_as, timezone=timezone,
@@ -69,6 +72,23 @@ def pg_cron_cmd(
         common.print_json(report.as_dict())
         return
     _print_report(report, locale)
+
+
+def _check_from(url: str) -> None:
+    """--from must be a PostgreSQL URL or connection string: anything else is refused naming the option."""
+    try:
+        conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        raise ValidationError("import.bad_from", "from", value=url) from None
+
+
+async def _connect_from(url: str) -> psycopg.AsyncConnection[Any]:
+    """The connection to pg_cron's database; one that cannot be made is refused naming --from."""
+    try:
+        return await psycopg.AsyncConnection.connect(url, autocommit=True, row_factory=dict_row)
+    except psycopg.OperationalError as exc:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValidationError("import.from_unreachable", "from", url=display_url(url), error=detail) from None
 
 
 def _print_report(report: pg_cron.ImportReport, locale: str) -> None:

@@ -238,3 +238,82 @@ MESSAGES.update(
         "cli.origin_embedded": ("embedded PostgreSQL ({dir})", "内置 PostgreSQL,{dir}"),
     }
 )
+
+# A missing privilege (SQLSTATE 42501): what was refused, who asked, and what has the right (docs/security.md).
+MESSAGES.update(
+    {
+        "cli.denied": (
+            "refused: the role {role} may not {what}; that needs {needs}",
+            "已拒绝:角色 {role} 无权{what};需要{needs}",
+        ),
+        "cli.denied.function": ("call agentlab_sched.{name}()", "调用 agentlab_sched.{name}()"),
+        "cli.denied.table": ("read {name}", "读取 {name}"),
+        "cli.denied.schema": ("use schema {name}", "使用模式 {name}"),
+        "cli.denied.database": (
+            "create the schema in database {name} (migrate)",
+            "在数据库 {name} 中创建模式(migrate)",
+        ),
+        "cli.denied.create_role": ("create roles", "创建角色"),
+        "cli.denied.other": ("do this ({detail})", "执行此操作({detail})"),
+        "cli.needs.role": (
+            "the {kind} role ({role}, made by agentlab-sched roles create)",
+            "{kind} 角色({role},由 agentlab-sched roles create 创建)",
+        ),
+        "cli.needs.trigger_now": (
+            "the admin role ({role}) or GRANT EXECUTE ON FUNCTION agentlab_sched.trigger_now(text, boolean)",
+            "admin 角色({role})或 GRANT EXECUTE ON FUNCTION agentlab_sched.trigger_now(text, boolean)",
+        ),
+        "cli.needs.schedule_sql": (
+            "EXECUTE on agentlab_sched.schedule_sql, which only the schema's owner grants (docs/security.md)",
+            "agentlab_sched.schedule_sql 的 EXECUTE 权限,只能由模式的所有者授予(见 docs/security.md)",
+        ),
+        "cli.needs.owner": (
+            "the owner of schema agentlab_sched (the role that runs migrate, with CREATE on the database)",
+            "模式 agentlab_sched 的所有者(运行 migrate 的角色,且对数据库有 CREATE 权限)",
+        ),
+        "cli.needs.createrole": (
+            "the schema's owner with the CREATEROLE attribute (or a superuser)",
+            "具有 CREATEROLE 属性的模式所有者(或超级用户)",
+        ),
+        "cli.needs.grant": (
+            "a grant from the schema's owner (docs/security.md)",
+            "模式所有者授予的权限(见 docs/security.md)",
+        ),
+    }
+)
+
+# doctor: what a role could not see, what keeps failing, the embedded server's set-up.
+MESSAGES.update(
+    {
+        "doctor.unseen_webhooks": (
+            "webhook keys: not checked (this role may not read the stored webhooks; the admin may)",
+            "通知密钥:未检查(此角色无权读取保存的通知地址;admin 角色可以)",
+        ),
+        "doctor.unseen_waiting_jobs": (
+            "waiting jobs: not checked (this role may not read Procrastinate's events; the worker role may)",
+            "等待中的任务:未检查(此角色无权读取 Procrastinate 的事件;worker 角色可以)",
+        ),
+        "doctor.unseen_roles": (
+            "roles: not checked (this role may not read the scheduler's configuration)",
+            "角色:未检查(此角色无权读取调度器的配置)",
+        ),
+        "doctor.embedded_superuser_owner": (
+            "schema agentlab_sched is owned by superuser {owner}, as on every embedded server; a production "
+            "database should have an owner role that is no superuser (docs/security.md)",
+            "agentlab_sched 模式的属主是超级用户 {owner},内嵌服务器都是如此;生产数据库应使用非超级用户的属主角色"
+            "(见 docs/security.md)",
+        ),
+        "doctor.failing": (
+            "failing: {name} failed {failures} times in a row; last error: {error}",
+            "持续失败:{name} 已连续失败 {failures} 次;最近的错误:{error}",
+        ),
+        "doctor.fires_refused": (
+            "refused: every recent fire of {name} was refused; last reason: {reason}",
+            "被拒绝:{name} 最近的每次触发都被拒绝;最近的原因:{reason}",
+        ),
+        "doctor.tasks_no_worker": (
+            "tasks: not checked (no live worker; what stopped workers registered does not count)",
+            "任务:未检查(没有在线 worker;已停止的 worker 注册的任务不算)",
+        ),
+    }
+)

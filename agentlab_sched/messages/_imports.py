@@ -19,6 +19,14 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "from: pg_cron is not installed in this database (no cron.job); give the database that has it with --from URL",
         "from:此数据库没有安装 pg_cron(没有 cron.job);请用 --from URL 指定安装了它的数据库",
     ),
+    "import.bad_from": (
+        '--from: "{value}" is not a PostgreSQL URL or connection string (such as postgresql://user@host/db)',
+        "--from:「{value}」不是 PostgreSQL 的 URL 或连接串(例如 postgresql://user@host/db)",
+    ),
+    "import.from_unreachable": (
+        "--from: cannot connect to {url}: {error}",
+        "--from:无法连接 {url}:{error}",
+    ),
     "import.bad_timezone": (
         "timezone: {value} (from --timezone, or pg_cron's cron.timezone) is not a time zone agentlab-sched "
         "knows; give an IANA name with --timezone",

@@ -63,9 +63,18 @@ class Finding:
 
 
 async def examine(
-    conn: psycopg.AsyncConnection[Any], settings: Settings, *, database: str = "", url: str | None = None
+    conn: psycopg.AsyncConnection[Any],
+    settings: Settings,
+    *,
+    database: str = "",
+    url: str | None = None,
+    embedded: bool = False,
 ) -> list[Finding]:
-    """Every check, in the order `doctor` prints them; with ``url``, also the roles and their weaknesses."""
+    """Every check, in the order `doctor` prints them; with ``url``, also the roles and their weaknesses
+    (``embedded``: the database is the embedded server's, whose superuser owning the schema is its default).
+
+    A role that may not see part of the facts (the reader: webhook ciphertext; the admin: Procrastinate's
+    events) gets the rest, and an ``info`` finding saying what it could not check."""
     before = time.time()
     facts: dict[str, Any] = await queries.value(conn, "doctor_facts")
     after = time.time()
@@ -82,24 +91,30 @@ async def examine(
     findings += _requests(facts)
     findings += _notifications(facts)
     findings.append(_keys(facts, settings))
-    findings += await _pending_notifications(conn, settings)
+    if facts.get("webhooks") is not None:  # else the caller may not read the ciphertext either
+        findings += await _pending_notifications(conn, settings)
     if url is not None:
-        findings += await asyncio.to_thread(_roles, url)
+        findings += await asyncio.to_thread(_roles, url, embedded)
     return findings
 
 
-def _roles(url: str) -> list[Finding]:
+def _roles(url: str, embedded: bool = False) -> list[Finding]:
     """The roles `agentlab-sched roles create` set up, and what weakens them (docs/security.md)."""
     with psycopg.connect(url, autocommit=True) as sync:
-        names = roles.configured(sync)
+        try:
+            names = roles.configured(sync)
+        except psycopg.errors.InsufficientPrivilege:
+            return [Finding("roles", "info", "doctor.unseen_roles")]
         found = [
             Finding("roles", "info", "roles.none")
             if names is None
             else Finding("roles", "info", "roles.configured", dataclasses.asdict(names))
         ]
-        # Said, not counted: weaknesses of the set-up (a superuser owning the schema is the embedded server's
-        # default), for whoever hardens it (docs/security.md).
-        found += [Finding("roles", "info", w.code, w.params) for w in roles.warnings(sync)]
+        # Said, not counted: weaknesses of the set-up, for whoever hardens it (docs/security.md). A superuser
+        # owning the schema is the embedded server's default: said as what it is there, not as a warning.
+        for w in roles.warnings(sync):
+            code = "doctor.embedded_superuser_owner" if embedded and w.code == "roles.superuser_owner" else w.code
+            found.append(Finding("roles", "info", code, w.params))
     return found
 
 
@@ -158,6 +173,18 @@ def _workers(facts: Mapping[str, Any], queue: str) -> list[Finding]:
         found.append(Finding("firing", "problem", "doctor.nothing_fires", {"queue": queue}))
     elif firing or unreported:
         found.append(Finding("firing", "ok", "doctor.fires", {"count": len(firing) + unreported}))
+    for w in ours:
+        if not w.get("fires") and not _takes_tick(w, queue):
+            level = "info" if firing else "problem"
+            found.append(
+                Finding(
+                    "firing",
+                    level,
+                    "doctor.never_fires",
+                    {"name": w["name"], "queues": w["queues"], "queue": queue},
+                    (_worker_item(w, queue),),
+                )
+            )
     for w in plain:
         if not _takes_tick(w, queue):
             level = "info" if firing else "problem"
@@ -174,6 +201,8 @@ def _workers(facts: Mapping[str, Any], queue: str) -> list[Finding]:
             found.append(
                 Finding("workers", "warning", "doctor.one_at_a_time", {"name": w["name"]}, (_worker_item(w, queue),))
             )
+    if facts.get("waiting_jobs") is None and "waiting_jobs" in facts:
+        found.append(Finding("workers", "info", "doctor.unseen_waiting_jobs"))
     for job in facts.get("waiting_jobs") or []:
         found.append(
             Finding(
@@ -246,7 +275,24 @@ def _schedules(facts: Mapping[str, Any]) -> list[Finding]:
         )
     if facts.get("paused"):
         found.append(Finding("stopped", "info", "doctor.paused", {"count": facts["paused"]}))
+    for s in facts.get("failing") or []:
+        error = s.get("error") or s.get("error_code") or ""
+        found.append(
+            Finding(
+                "failing",
+                "warning",
+                "doctor.failing",
+                {"name": s["name"], "failures": s["failures"], "error": " ".join(str(error).split())},
+                (dict(s),),
+            )
+        )
+    for s in facts.get("refused_fires") or []:
+        found.append(
+            Finding("failing", "warning", "doctor.fires_refused", {"name": s["name"], "reason": s.get("reason") or ""},
+                    (dict(s),))
+        )  # fmt: skip
     unregistered = facts.get("unregistered_tasks") or []
+    live = any(w.get("alive") for w in facts.get("workers") or []) or int(facts.get("procrastinate_workers") or 0)
     if unregistered:
         found.append(
             Finding(
@@ -260,6 +306,9 @@ def _schedules(facts: Mapping[str, Any]) -> list[Finding]:
                 tuple(unregistered),
             )
         )
+    elif facts.get("enabled") and not live:
+        # Registrations outlive their workers (10 minutes): with none alive, nothing is checked.
+        found.append(Finding("tasks", "info", "doctor.tasks_no_worker"))
     elif facts.get("enabled"):
         found.append(Finding("tasks", "ok", "doctor.tasks_ok"))
     return found
@@ -347,6 +396,8 @@ async def _pending_notifications(conn: psycopg.AsyncConnection[Any], settings: S
 
 
 def _keys(facts: Mapping[str, Any], settings: Settings) -> Finding:
+    if facts.get("webhooks") is None and "webhooks" in facts:
+        return Finding("keys", "info", "doctor.unseen_webhooks")
     hooks = facts.get("webhooks") or []
     if not hooks:
         return Finding("keys", "ok", "doctor.keys_no_webhooks")

@@ -31,3 +31,11 @@ ORDER BY 1
 SELECT r.rolname::text AS owner, r.rolsuper AS superuser
 FROM pg_catalog.pg_namespace n JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner
 WHERE n.nspname = 'agentlab_sched'
+
+-- name: privilege_holders
+-- Who may do what (the CLI's refusal of a missing privilege names it): the functions of the admin and
+-- worker roles, the roles recorded by create_roles, and the role asking.
+SELECT agentlab_sched.role_functions('admin') AS admin_functions,
+       agentlab_sched.role_functions('worker') AS worker_functions,
+       agentlab_sched.configured_role('reader') AS reader, agentlab_sched.configured_role('admin') AS admin,
+       agentlab_sched.configured_role('worker') AS worker

@@ -1,3 +1,44 @@
+-- Parts of the facts that need more than the reader's rights, each NULL when the caller lacks them
+-- (checked before the statement is planned, so a reader or an admin gets the rest of the facts).
+CREATE OR REPLACE FUNCTION agentlab_sched.doctor_webhooks() RETURNS jsonb
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT (has_column_privilege('agentlab_sched.schedules', 'webhook_url_enc', 'SELECT')
+            AND has_column_privilege('agentlab_sched.schedules', 'webhook_secret_enc', 'SELECT')) THEN
+        RETURN NULL;
+    END IF;
+    RETURN coalesce((
+        SELECT jsonb_agg(jsonb_build_object('id', s.id, 'name', s.name, 'url', s.webhook_url_enc,
+                                            'secret', s.webhook_secret_enc) ORDER BY s.name)
+        FROM agentlab_sched.schedules s WHERE s.webhook_url_enc IS NOT NULL), '[]'::jsonb);
+END
+$$;
+
+-- The scheduler's own jobs (the tick, housekeeping) waiting for more than a minute at `at_time`: no live
+-- worker takes their queue. NULL when the caller may not read Procrastinate's events.
+CREATE OR REPLACE FUNCTION agentlab_sched.doctor_waiting_jobs(at_time timestamptz) RETURNS jsonb
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT (has_table_privilege('public.procrastinate_events', 'SELECT')
+            AND has_table_privilege('public.procrastinate_jobs', 'SELECT')) THEN
+        RETURN NULL;
+    END IF;
+    RETURN coalesce((
+        SELECT jsonb_agg(jsonb_build_object('queue', j.queue_name, 'task', j.task_name,
+                                            'waiting_seconds', extract(epoch FROM at_time - e.at)))
+        FROM public.procrastinate_jobs j
+        JOIN LATERAL (SELECT min(ev.at) AS at FROM public.procrastinate_events ev
+                      WHERE ev.job_id = j.id AND ev.type = 'deferred') e ON true
+        WHERE j.status = 'todo' AND j.task_name LIKE 'agentlab_sched:%'
+          AND (j.scheduled_at IS NULL OR j.scheduled_at <= at_time)
+          AND e.at < at_time - interval '1 minute'), '[]'::jsonb);
+END
+$$;
+
 -- What `agentlab-sched doctor` looks at, in one call: the facts, as JSON; Python judges them
 -- (agentlab_sched/observe/health.py) and says what needs a person.
 --
@@ -59,6 +100,32 @@ AS $$
             FROM agentlab_sched.schedules s
             WHERE NOT s.enabled AND s.pause_after_failures IS NOT NULL
               AND s.consecutive_failures >= s.pause_after_failures), '[]'::jsonb),
+        -- Enabled schedules whose last 3 runs or more failed in a row, with the latest failure's error.
+        'failing', coalesce((
+            SELECT jsonb_agg(jsonb_build_object('name', s.name, 'failures', s.consecutive_failures,
+                                                'status', lr.status, 'error_code', lr.error_code,
+                                                'error', lr.error, 'at', lr.finished_at) ORDER BY s.name)
+            FROM agentlab_sched.schedules s
+            LEFT JOIN LATERAL (SELECT r.status, r.error_code, r.error, r.finished_at FROM agentlab_sched.runs r
+                               WHERE r.schedule_id = s.id AND r.status IN ('failed', 'timed_out')
+                               ORDER BY r.created_at DESC LIMIT 1) lr ON true
+            WHERE s.enabled AND s.consecutive_failures >= 3), '[]'::jsonb),
+        -- Enabled schedules whose last 3 fires were all refused (failed_to_start: the task is not registered,
+        -- the inputs do not resolve...), with the latest reason: nothing of theirs runs.
+        'refused_fires', coalesce((
+            SELECT jsonb_agg(jsonb_build_object('name', s.name, 'reason_code', lf.reason_code,
+                                                'reason', agentlab_sched.reason_text(lf.reason_code, lf.reason_params,
+                                                                                     lf.reason),
+                                                'at', lf.fire_at) ORDER BY s.name)
+            FROM agentlab_sched.schedules s
+            JOIN LATERAL (SELECT count(*) FILTER (WHERE f.status = 'failed_to_start') AS refused, count(*) AS fires,
+                                 (array_agg(f.reason_code ORDER BY f.fire_at DESC, f.id DESC))[1] AS reason_code,
+                                 (array_agg(f.reason_params ORDER BY f.fire_at DESC, f.id DESC))[1] AS reason_params,
+                                 (array_agg(f.reason ORDER BY f.fire_at DESC, f.id DESC))[1] AS reason,
+                                 max(f.fire_at) AS fire_at
+                          FROM (SELECT * FROM agentlab_sched.fires f WHERE f.schedule_id = s.id
+                                ORDER BY f.fire_at DESC, f.id DESC LIMIT 3) f) lf ON true
+            WHERE s.enabled AND lf.fires = 3 AND lf.refused = 3), '[]'::jsonb),
         'unregistered_tasks', coalesce((
             SELECT jsonb_agg(jsonb_build_object('task', u.task, 'schedules', u.names) ORDER BY u.task)
             FROM (SELECT s.task, jsonb_agg(s.name ORDER BY s.name) AS names FROM agentlab_sched.schedules s
@@ -96,21 +163,11 @@ AS $$
                      OR (o.status = 'failed' AND o.created_at > t.now - recent)
                   ORDER BY o.id DESC LIMIT 20) o
             LEFT JOIN agentlab_sched.schedules s ON s.id = o.schedule_id), '[]'::jsonb),
-        'webhooks', coalesce((
-            SELECT jsonb_agg(jsonb_build_object('id', s.id, 'name', s.name, 'url', s.webhook_url_enc,
-                                                'secret', s.webhook_secret_enc) ORDER BY s.name)
-            FROM agentlab_sched.schedules s WHERE s.webhook_url_enc IS NOT NULL), '[]'::jsonb),
+        -- NULL when the caller may not read the ciphertext (the reader): doctor says it could not check.
+        'webhooks', agentlab_sched.doctor_webhooks(),
         -- The scheduler's own jobs (the tick, housekeeping) waiting for more than a minute: no live worker
         -- takes their queue.
-        'waiting_jobs', coalesce((
-            SELECT jsonb_agg(jsonb_build_object('queue', j.queue_name, 'task', j.task_name,
-                                                'waiting_seconds', extract(epoch FROM t.now - e.at)))
-            FROM public.procrastinate_jobs j
-            JOIN LATERAL (SELECT min(ev.at) AS at FROM public.procrastinate_events ev
-                          WHERE ev.job_id = j.id AND ev.type = 'deferred') e ON true
-            WHERE j.status = 'todo' AND j.task_name LIKE 'agentlab_sched:%'
-              AND (j.scheduled_at IS NULL OR j.scheduled_at <= t.now)
-              AND e.at < t.now - interval '1 minute'), '[]'::jsonb)
+        'waiting_jobs', agentlab_sched.doctor_waiting_jobs(t.now)
     )
     FROM t
 $$;
