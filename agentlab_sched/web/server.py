@@ -42,7 +42,14 @@ def address(sock: socket.socket, config: WebConfig) -> str:
 async def serve(config: WebConfig, sock: socket.socket, stop: asyncio.Event | None = None) -> None:
     """Serve until ``stop`` is set (or the server is told to exit by a signal, when it owns them)."""
     server = uvicorn.Server(
-        uvicorn.Config(create_app(config), log_level="warning", lifespan="on", access_log=False, proxy_headers=False)
+        uvicorn.Config(
+            create_app(config),
+            log_level="warning",
+            lifespan="on",
+            access_log=False,
+            proxy_headers=False,
+            timeout_graceful_shutdown=2,  # open event streams never end by themselves
+        )
     )
     if stop is None:
         await server.serve(sockets=[sock])

@@ -8,6 +8,7 @@ has the reader's rights and ``trigger_now`` only (docs/security.md).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import itertools
 import os
 import re
@@ -85,10 +86,66 @@ class Web:
             finally:
                 await conn.close()
 
-        return asyncio.run(make())
+        # In a thread of its own: the browser tests' Playwright runs an event loop in this one.
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            return pool.submit(asyncio.run, make()).result()
 
     def owner(self) -> psycopg.Connection[Any]:
         return psycopg.connect(self.db_url, autocommit=True)
+
+    def launch(self, name: str) -> str:
+        """A run of schedule ``name`` started as a worker would (launch(), then its job taken): its id."""
+        with self.owner() as conn:
+            conn.execute("SELECT agentlab_sched.register_tasks(ARRAY['demo.echo', 'demo.ask'])")
+            with conn.transaction():
+                conn.execute("SELECT 1 FROM agentlab_sched.schedules WHERE name = %s FOR UPDATE", (name,))
+                row = conn.execute(
+                    """SELECT agentlab_sched.launch(s, clock_timestamp(), 'manual', NULL, 'manual:test') AS r
+                       FROM agentlab_sched.schedules s WHERE s.name = %s""",
+                    (name,),
+                ).fetchone()
+            assert row is not None and row[0]["status"] == "started", row
+            run_id = str(row[0]["run_id"])
+            conn.execute(
+                "UPDATE procrastinate_jobs SET status = 'doing' WHERE id = "
+                "(SELECT job_id FROM agentlab_sched.runs WHERE id = %s)",
+                (run_id,),
+            )
+        return run_id
+
+    def awaiting(self, name: str, title: str = "Send the report?") -> str:
+        """A run of ``name`` that asked for approval (the middleware's part of AwaitApproval): its id."""
+        run_id = self.launch(name)
+        with self.owner() as conn:
+            job = conn.execute("SELECT job_id FROM agentlab_sched.runs WHERE id = %s", (run_id,)).fetchone()
+            assert job is not None
+            conn.execute("SELECT agentlab_sched.await_approval(%s, %s, %s, '{}'::jsonb)", (run_id, job[0], title))
+            conn.execute("UPDATE procrastinate_jobs SET status = 'succeeded' WHERE id = %s", (job[0],))
+        return run_id
+
+    def suspended(self, name: str) -> str:
+        """A run of ``name`` whose worker stopped heartbeating (stalled-job detection): its id."""
+        run_id = self.launch(name)
+        with self.owner() as conn:
+            worker = conn.execute(
+                "INSERT INTO procrastinate_workers (last_heartbeat) VALUES (now() - interval '1 hour') RETURNING id"
+            ).fetchone()
+            assert worker is not None
+            conn.execute(
+                "UPDATE procrastinate_jobs SET worker_id = %s WHERE id = "
+                "(SELECT job_id FROM agentlab_sched.runs WHERE id = %s)",
+                (worker[0], run_id),
+            )
+            conn.execute("SELECT agentlab_sched.detect_suspended(now(), interval '30 seconds')")
+            status = conn.execute("SELECT status FROM agentlab_sched.runs WHERE id = %s", (run_id,)).fetchone()
+        assert status == ("suspended",), status
+        return run_id
+
+    def run_status(self, run_id: str) -> str:
+        with self.owner() as conn:
+            row = conn.execute("SELECT status FROM agentlab_sched.runs WHERE id = %s", (run_id,)).fetchone()
+        assert row is not None
+        return str(row[0])
 
 
 def _login(conn: psycopg.Connection[Any], base: str, *member_of: str) -> str:

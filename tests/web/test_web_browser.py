@@ -1,0 +1,213 @@
+"""The dashboard in a real browser: Debian's Chromium driven by Playwright, against the real server (uvicorn on
+a free port) and database. Skips, saying so, where Chromium or Playwright is missing (.ci/run installs them).
+
+The screenshots of docs/web.md are taken here: ``AGENTLAB_SCHED_WEB_SCREENSHOTS=1`` writes them into docs/web/
+(otherwise into the test's temporary directory, so a run leaves the work tree alone).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+
+from agentlab_sched.settings import Settings
+from agentlab_sched.web import WebConfig, create_app
+from agentlab_sched.web.server import address, bind
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run",
+]  # fmt: skip
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "web"
+
+if not os.path.exists(CHROMIUM):
+    pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium): the browser tests need it", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+class Site:
+    """The dashboard served by uvicorn in a thread, on a free port."""
+
+    def __init__(self, config: WebConfig) -> None:
+        self.sock = bind("127.0.0.1", 0)
+        self.url = address(self.sock, config).rstrip("/")
+        self.server = uvicorn.Server(
+            uvicorn.Config(create_app(config), log_level="warning", lifespan="on", timeout_graceful_shutdown=1)
+        )
+        self.contexts: list[Any] = []
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert self.server.started
+
+    def stop(self) -> None:
+        for context in self.contexts:  # their event streams end with them
+            context.close()
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.sock.close()
+
+
+@pytest.fixture
+def site(web: Any) -> Iterator[Site]:
+    served = Site(WebConfig(database_url=web.db_url, settings=Settings.from_env()))
+    try:
+        yield served
+    finally:
+        served.stop()
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    if os.environ.get("AGENTLAB_SCHED_WEB_SCREENSHOTS") == "1":
+        DOCS.mkdir(parents=True, exist_ok=True)
+        return DOCS
+    return tmp_path
+
+
+def sign_in(
+    browser: Any, site: Site, who: str, password: str, *, javascript: bool = True, locale: str = "en-US"
+) -> Any:
+    context = browser.new_context(
+        java_script_enabled=javascript, locale=locale, viewport={"width": 1280, "height": 900}
+    )
+    site.contexts.append(context)
+    page = context.new_page()
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.dialogs = dialogs  # type: ignore[attr-defined]
+    page.goto(site.url + "/schedules")
+    page.fill("input[name=username]", who)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(site.url + "/schedules")
+    return page
+
+
+def test_admin_pauses_a_filtered_set_and_reader_finds_no_action(
+    browser: Any, site: Site, web: Any, shots: Path
+) -> None:
+    web.schedule("daily-report", cron="0 9 * * 1", timezone="Asia/Shanghai")
+    for name in ("etl-orders", "etl-stock"):
+        web.schedule(name, cron="*/15 * * * *")
+    web.launch("etl-orders")
+    page = sign_in(browser, site, web.admin, "agentlab-test")
+    page.screenshot(path=str(shots / "schedules.png"), full_page=True)
+    page.fill("input[name=q]", "etl")
+    page.click("form.filters button[type=submit]")
+    page.wait_for_url("**q=etl**")
+    assert page.locator("tr[data-schedule]").count() == 2
+    page.fill("#bulk-reason", "warehouse migration")
+    page.click("button[name=action][value=pause]")
+    assert page.locator(".confirm").inner_text() == "Pause 2 schedules?"
+    page.click("button[name=action][value=pause]")
+    page.wait_for_selector("text=Paused 2 schedules.")
+    assert page.locator("tr.paused").count() == 2
+    page.goto(site.url + "/schedules/daily-report")
+    page.screenshot(path=str(shots / "schedule.png"), full_page=True)
+
+    reader = sign_in(browser, site, web.reader, "agentlab-test")
+    reader.goto(site.url + "/schedules/etl-orders")
+    assert reader.locator("button[name=action]").count() == 0
+    assert "warehouse migration" in reader.content()
+
+
+def test_trigger_only_role_runs_now_without_javascript(browser: Any, site: Site, web: Any) -> None:
+    web.schedule("report")
+    page = sign_in(browser, site, web.oncall, "agentlab-test", javascript=False)
+    page.goto(site.url + "/schedules/report")
+    assert [b.get_attribute("value") for b in page.locator("button[name=action]").all()] == ["trigger"]
+    page.click("button[name=action][value=trigger]")
+    page.wait_for_selector("text=Requested (#")
+
+
+def test_edit_preview_moves_as_you_type_and_a_bad_value_names_the_field(
+    browser: Any, site: Site, web: Any, shots: Path
+) -> None:
+    web.schedule("report", cron="0 9 * * *", timezone="Asia/Shanghai")
+    page = sign_in(browser, site, web.admin, "agentlab-test")
+    page.goto(site.url + "/schedules/report")
+    page.wait_for_selector("#edit-preview li")
+    assert page.locator("#edit-preview li").first.inner_text().endswith("09:00 (" + page.locator(
+        "#edit-preview li").first.inner_text().split("(")[1])  # fmt: skip
+    page.fill("#edit-cron", "30 18 * * *")
+    page.wait_for_selector("#edit-preview li:has-text('18:30')")  # no eval: the CSP forbids it
+    page.fill("#edit-cron", "0 25 * * *")
+    page.wait_for_selector("#edit-preview [data-field=cron]")
+    assert "hour: 25 is outside 0-23" in page.locator("#edit-preview").inner_text()
+    page.click("button[name=action][value=edit]")
+    page.wait_for_selector("span.field-error[data-field=cron]")
+    assert "hour: 25 is outside 0-23" in page.locator("span.field-error[data-field=cron]").inner_text()
+    page.screenshot(path=str(shots / "edit-refused.png"), full_page=True)
+
+
+def test_a_new_fire_appears_without_reloading(browser: Any, site: Site, web: Any) -> None:
+    web.schedule("report", overlap="allow_all")
+    page = sign_in(browser, site, web.admin, "agentlab-test")
+    page.goto(site.url + "/schedules/report")
+    assert page.locator("table.ledger tr[data-status=started]").count() == 0
+    page.evaluate("window.__same_document = true")
+    time.sleep(0.5)  # the page's EventSource connects
+    started = time.monotonic()
+    web.launch("report")
+    page.wait_for_selector("table.ledger tr[data-status=started]", timeout=2000)
+    assert time.monotonic() - started < 2
+    assert page.evaluate("window.__same_document") is True  # updated in place, not reloaded
+
+
+def test_approve_in_the_browser_and_the_zh_cn_page(browser: Any, site: Site, web: Any, shots: Path) -> None:
+    web.schedule("weekly-report", task="demo.ask")
+    run_id = web.awaiting("weekly-report", "Send the weekly report?")
+    page = sign_in(browser, site, web.admin, "agentlab-test", locale="zh-CN")
+    assert page.locator("html").get_attribute("lang") == "zh-CN"
+    page.goto(site.url + f"/runs/{run_id}")
+    page.screenshot(path=str(shots / "run-zh-CN.png"), full_page=True)
+    page.fill("#comment", "可以发送")
+    page.click("button[name=action][value=approve]")
+    page.wait_for_selector("text=已批准。")
+    assert web.run_status(run_id) == "awaiting_approval"  # until a worker starts segment 2
+    with web.owner() as conn:
+        row = conn.execute(
+            "SELECT status, decided_by FROM agentlab_sched.approvals WHERE run_id = %s", (run_id,)
+        ).fetchone()
+    assert row == ("approved", web.admin)
+
+
+def test_hostile_names_stay_text_and_a_foreign_post_is_refused(browser: Any, site: Site, web: Any) -> None:
+    web.schedule("<img src=x onerror=alert(1)>")
+    web.schedule("[x](javascript:alert(1))")
+    page = sign_in(browser, site, web.admin, "agentlab-test")
+    page.goto(site.url + "/schedules")
+    assert page.locator("img").count() == 0
+    assert page.locator("a", has_text="[x](javascript:alert(1))").get_attribute("href").startswith("/schedules/")
+    page.goto(site.url + "/schedules/" + "%3Cimg%20src%3Dx%20onerror%3Dalert(1)%3E")
+    assert page.locator("h1").inner_text() == "<img src=x onerror=alert(1)>"
+    assert page.dialogs == []
+    # A form posted from another origin (a page elsewhere posting here) is refused: SameSite=Strict keeps the
+    # cookie away, and the Origin check refuses it anyway.
+    status = page.evaluate(
+        """async (url) => (await fetch(url, {method: 'POST', body: new URLSearchParams({action: 'pause'}),
+            headers: {'Content-Type': 'application/x-www-form-urlencoded'}})).status""",
+        site.url + "/schedules/%5Bx%5D(javascript:alert(1))",
+    )
+    assert status == 403  # no CSRF token
