@@ -134,7 +134,8 @@ PRIVATE: tuple[Private, ...] = (
         "_async_pool",
         "attribute",
         type(None),
-        "process._pool_for reads the opened pool's size to fit it to the worker's concurrency",
+        "process._pool_for reads the opened pool's size to fit it to the worker's concurrency; process._open"
+        " forgets a pool that could not open (its next open_async would keep the closed one)",
     ),
 )
 

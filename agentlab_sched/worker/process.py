@@ -229,7 +229,20 @@ async def _until_stopped(step: Any, stop: asyncio.Event) -> bool:
 
 async def _open(app: procrastinate.App) -> None:
     """Open the app's pool, waiting out a database that is not up yet."""
-    await retrying(app.open_async, what="opening the worker's connection pool", logger=logger)
+
+    async def attempt() -> None:
+        try:
+            await app.open_async()
+        except Exception:
+            # A pool that could not fill within its timeout is closed, but Procrastinate's connector keeps
+            # it, and its next open_async() would return at once with that closed pool: every later
+            # statement would fail with PoolClosed. Forget it, so the next attempt makes a new one.
+            pool = getattr(app.connector, "_async_pool", None)
+            if pool is not None and getattr(pool, "closed", False):
+                app.connector._async_pool = None  # type: ignore[attr-defined]
+            raise
+
+    await retrying(attempt, what="opening the worker's connection pool", logger=logger)
 
 
 async def _register(app: procrastinate.App, settings: Settings) -> None:
