@@ -3,8 +3,10 @@ alive, which queues they take, whether anything fires, and how far their clocks 
 
 - `agentlab-sched worker` reports every :data:`EVERY` seconds (:class:`Presence`) and removes its row when
   it stops;
-- a plain `procrastinate worker` whose app has the run middleware reports when it runs an agentlab-sched
-  job, at most every :data:`EVERY` seconds (:func:`seen_by`); its liveness is Procrastinate's heartbeat.
+- a plain `procrastinate worker` whose app went through ``install(app)`` reports its queues when it starts
+  (:func:`announce`, from its first fetch: a worker whose queues leave out the tick's never runs one of our
+  jobs, and doctor must still name it), then when it runs an agentlab-sched job, at most every
+  :data:`EVERY` seconds (:func:`seen_by`); its liveness is Procrastinate's heartbeat.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import logging
 import os
 import socket
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -67,6 +70,40 @@ async def send(app: procrastinate.App, report: Report) -> None:
     await queries.connector_one(app.connector, "report_worker", **report.params())
 
 
+#: Apps whose `agentlab-sched worker` is running and reporting itself (its Procrastinate worker's start is
+#: not announced as a plain worker's).
+_self_reporting: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def reports_itself(app: procrastinate.App) -> bool:
+    """Whether an `agentlab-sched worker` of ``app`` runs in this process and reports itself."""
+    return app in _self_reporting
+
+
+def plain_name(worker_id: int | None) -> str:
+    """The name a plain Procrastinate worker is reported under (host, pid and Procrastinate's id of it)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{worker_id}"
+
+
+async def announce(app: procrastinate.App, worker_id: int, queues: Any) -> None:
+    """A plain Procrastinate worker of ``app`` started (its first fetch): report the queues it takes. Best
+    effort and bounded: the worker runs anyway."""
+    if reports_itself(app):
+        return
+    report = Report(
+        name=plain_name(worker_id),
+        kind="procrastinate",
+        app=None,
+        queues=tuple(queues) if queues else None,
+        concurrency=None,  # not known to the job manager; the first of our jobs it runs reports it
+        procrastinate_worker_id=worker_id,
+    )
+    try:
+        await asyncio.wait_for(send(app, report), timeout=2.0)
+    except Exception as exc:
+        logger.debug("could not report this worker's queues: %s", exc)
+
+
 class Presence:
     """`agentlab-sched worker`'s reports: one at start, then every :data:`EVERY` seconds; removed at stop."""
 
@@ -84,6 +121,7 @@ class Presence:
         self.report = replace(self.report, **changes)
 
     async def start(self) -> None:
+        _self_reporting.add(self.app)
         try:
             await send(self.app, self.report)
         except Exception as exc:  # the worker runs anyway; doctor will not see it until a report gets through
@@ -115,6 +153,7 @@ class Presence:
                 return
 
     async def stop(self) -> None:
+        _self_reporting.discard(self.app)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -141,7 +180,7 @@ async def seen_by(context: procrastinate.JobContext, worker: Any) -> None:
     worker_id = getattr(worker, "worker_id", None)
     queues = getattr(worker, "queues", None)
     report = Report(
-        name=f"{socket.gethostname()}:{os.getpid()}:{worker_id}",
+        name=plain_name(worker_id),
         kind="procrastinate",
         app=None,
         queues=tuple(queues) if queues else None,

@@ -45,6 +45,7 @@ from procrastinate import manager
 
 from agentlab_sched.database import queries
 from agentlab_sched.database.reconnect import Backoff, GiveUp, bounded, describe, is_transient, retrying
+from agentlab_sched.observe import presence
 from agentlab_sched.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -79,6 +80,8 @@ class RunJobManager(manager.JobManager):
         self._wakes: set[asyncio.Future[None]] = set()
         #: Jobs this process fetched and has not finished (by worker id).
         self._in_flight: dict[int, set[int]] = {}
+        #: Workers whose start was reported (`presence.announce`).
+        self._announced: set[int] = set()
         #: Workers whose fetch failed: a fetch may have committed without us learning of the job.
         self._orphans_possible: set[int] = set()
         self._give_up_at: float | None = None
@@ -187,6 +190,9 @@ class RunJobManager(manager.JobManager):
     async def fetch_job(self, queues: Iterable[str] | None, worker_id: int) -> pjobs.Job | None:
         if self.stopping:
             return None
+        if worker_id not in self._announced:  # a worker's first fetch: it started; say which queues it takes
+            self._announced.add(worker_id)
+            await presence.announce(self.app, worker_id, queues)
         try:
             if self._unfinished:
                 await self._flush_unfinished()
