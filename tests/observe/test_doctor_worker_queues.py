@@ -31,9 +31,10 @@ async def test_a_plain_worker_leaving_out_the_tick_queue_is_named_with_the_queue
     async with app.open_async():
         worker = asyncio.create_task(app.run_worker_async(queues=["reports"], install_signal_handlers=False))
         try:
-            async with asyncio.timeout(20):  # its start is reported at its first fetch, within moments
-                while not await reported(conn):
-                    await asyncio.sleep(0.05)
+            for _ in range(400):  # its start is reported at its first fetch, within moments (20 s at most)
+                if await reported(conn):
+                    break
+                await asyncio.sleep(0.05)
             [row] = await reported(conn)
             assert (row["kind"], row["queues"]) == ("procrastinate", ["reports"])
             assert row["procrastinate_worker_id"] is not None
