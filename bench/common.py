@@ -202,8 +202,9 @@ def _as_user() -> list[str]:
 
 
 @contextlib.contextmanager
-def _pg15() -> Iterator[tuple[str, str | None]]:
-    """Debian's PostgreSQL 15 in a temporary directory; yields (admin URL, why pg_cron is missing or None)."""
+def _pg15(extra: dict[str, str] | None = None) -> Iterator[tuple[str, str | None]]:
+    """Debian's PostgreSQL 15 in a temporary directory; yields (admin URL, why pg_cron is missing or None).
+    ``extra``: more settings (``listen_addresses`` for a benchmark whose workers connect over TCP, ...)."""
     if not (PG15_BIN / "postgres").exists():
         raise SystemExit(f"no PostgreSQL 15 in {PG15_BIN} (apt-get install postgresql-15), or use --server embedded")
     missing = None if PG_CRON_LIB.exists() else "pg_cron is not installed (apt-get install postgresql-15-cron)"
@@ -231,7 +232,7 @@ def _pg15() -> Iterator[tuple[str, str | None]]:
                 "--locale=C.UTF-8",
             ]
         )
-        settings = {**PG15_SETTINGS, "unix_socket_directories": f"'{sock}'"}
+        settings = {**PG15_SETTINGS, "unix_socket_directories": f"'{sock}'", **(extra or {})}
         preload = []
         if missing is None:
             preload.append("pg_cron")
