@@ -317,3 +317,14 @@ MESSAGES.update(
         ),
     }
 )
+
+# A job refused by one of our errors, as any Procrastinate worker of an installed app logs it (one line).
+MESSAGES.update(
+    {
+        "event.job_error": ("job {task} #{job} failed: {error}", "任务 {task} #{job} 失败:{error}"),
+        "event.job_error_retry": (
+            "job {task} #{job} failed, to be retried: {error}",
+            "任务 {task} #{job} 失败,将重试:{error}",
+        ),
+    }
+)

@@ -6,11 +6,17 @@
 ``message`` and the stable fields of :data:`.events.FIELDS` always present (null where they do not apply),
 then the record's other fields. ``quiet``: only warnings and errors. Procrastinate's own INFO records
 (every job started and ended) stay out of the lines: the run lines say it in fewer words.
+
+A job that failed with one of our refusals (a :class:`~agentlab_sched.errors.SchedError`: a ``sql`` run's
+SQLSTATE and message, ...) is one line in the reader's language, in any Procrastinate worker of an
+installed app: never a traceback, never Procrastinate's English "ended with status" line. When the job was
+a run, the run middleware's line said it already (:func:`told`), so that record is left out.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import sys
@@ -22,9 +28,10 @@ from typing import Any, TextIO
 from procrastinate import exceptions as pexc
 
 from agentlab_sched import messages
+from agentlab_sched.errors import SchedError
 from agentlab_sched.observe import events
 
-__all__ = ["FORMATS", "JsonFormatter", "LineFormatter", "configure", "quiet_aborts"]
+__all__ = ["FORMATS", "JsonFormatter", "LineFormatter", "configure", "quiet_aborts", "told"]
 
 #: ``--log-format`` values.
 FORMATS = ("lines", "json")
@@ -102,11 +109,51 @@ class _QuietAborts(logging.Filter):
 _quiet_aborts = _QuietAborts()
 
 
+#: The attribute by which the run middleware marks an error its run line said.
+_TOLD = "_agentlab_sched_told"
+
+
+def told(exc: BaseException) -> None:
+    """The run line of this error was logged: Procrastinate's record of the same failure adds nothing."""
+    with contextlib.suppress(AttributeError, TypeError):
+        setattr(exc, _TOLD, True)
+
+
+class _RefusedJobs(logging.Filter):
+    """Procrastinate's record of a job that failed with a SchedError becomes one line in the reader's
+    language (``locale``, else the deployment's), or is left out when the run line said it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.locale: str | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, SchedError) or not str(getattr(record, "action", "")).startswith("job_error"):
+            return True
+        if getattr(exc, _TOLD, False):
+            return False
+        job = getattr(record, "job", None) or {}
+        locale = self.locale or messages.current_locale()
+        code = "event.job_error_retry" if record.action == "job_error_retry" else "event.job_error"  # type: ignore[attr-defined]
+        record.msg = messages.render(code, locale, task=job.get("task_name") or "?", job=job.get("id") or "?",
+                                     error=exc.message(locale))  # fmt: skip
+        record.args = ()
+        record.exc_info = None
+        record.exc_text = None
+        return True
+
+
+_refused_jobs = _RefusedJobs()
+
+
 def quiet_aborts() -> None:
-    """No CancelledError traceback when Procrastinate reports an aborted job (also in `procrastinate worker`)."""
+    """No CancelledError traceback when Procrastinate reports an aborted job, and a job refused by one of our
+    errors in one line (also in `procrastinate worker`)."""
     worker_logger = logging.getLogger("procrastinate.worker")
-    if _quiet_aborts not in worker_logger.filters:
-        worker_logger.addFilter(_quiet_aborts)
+    for each in (_quiet_aborts, _refused_jobs):
+        if each not in worker_logger.filters:
+            worker_logger.addFilter(each)
 
 
 @contextmanager
@@ -126,6 +173,8 @@ def configure(
     handler = logging.StreamHandler(stream or sys.stdout)
     handler.setFormatter(JsonFormatter() if fmt == "json" else LineFormatter(locale, clean))
     saved = (root.level, ours.level, theirs.level, list(root.handlers))
+    said = _refused_jobs.locale
+    _refused_jobs.locale = locale
     root.handlers = [handler]
     root.setLevel(logging.WARNING)
     ours.setLevel(logging.WARNING if quiet else logging.INFO)
@@ -133,6 +182,7 @@ def configure(
     try:
         yield
     finally:
+        _refused_jobs.locale = said
         root.handlers = saved[3]
         root.setLevel(saved[0])
         ours.setLevel(saved[1])

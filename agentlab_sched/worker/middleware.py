@@ -50,7 +50,7 @@ from procrastinate import job_context
 from agentlab_sched.database import queries
 from agentlab_sched.database.reconnect import GiveUp, retrying
 from agentlab_sched.errors import SchedError, from_database
-from agentlab_sched.observe import events, presence
+from agentlab_sched.observe import events, output, presence
 from agentlab_sched.observe.events import fields
 from agentlab_sched.observe.output import quiet_aborts
 from agentlab_sched.runs import context as run_context
@@ -153,7 +153,9 @@ class RunMiddleware:
                     context, functools.partial(self._record_error, app, run, job_id, exc), "record the error", run=run
                 )
                 retry = task.get_retry_exception(exception=exc, job=job) if task is not None else None
-                self._tell(run, "queued" if retry else "failed", error=error_text(exc)[0])
+                said = exc.message(self.locale) if isinstance(exc, SchedError) else error_text(exc)[0]
+                self._tell(run, "queued" if retry else "failed", error=said)
+                output.told(exc)  # its line is said: Procrastinate's record of it adds nothing
                 raise
             if watch.aborted or context.should_abort():
                 # The task returned although it was asked to abort (a sync task that ignored it).
