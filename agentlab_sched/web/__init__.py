@@ -11,8 +11,8 @@ database's privileges decide what they see and may do, and its audit records the
 
 from __future__ import annotations
 
-from agentlab_sched.web.app import create_app
 from agentlab_sched.web.config import WebConfig
+from agentlab_sched.web.dashboard import create_app
 from agentlab_sched.web.server import serve
 
 __all__ = ["WebConfig", "create_app", "serve"]

@@ -25,11 +25,14 @@ from psycopg_pool import AsyncConnectionPool
 from agentlab_sched.database import connect_kwargs, queries
 from agentlab_sched.web.config import WebConfig
 
-__all__ = ["Person", "People", "SignInRefused"]
+__all__ = ["People", "Person", "Refused"]
 
 
-class SignInRefused(Exception):
-    """The database did not accept the role and password (``str()``: the server's own words)."""
+@dataclass(frozen=True)
+class Refused:
+    """The database did not accept the role and password: the server's own words."""
+
+    words: str
 
 
 @dataclass
@@ -94,15 +97,15 @@ class People:
             return self.config.database_url
         return conninfo.make_conninfo(self.config.database_url, user=username, password=password or "")
 
-    async def sign_in(self, username: str | None, password: str | None) -> Person:
+    async def sign_in(self, username: str | None, password: str | None) -> Person | Refused:
         """Open a pool as ``username`` (None: the configured URL's own role, for ``--local``); the database
-        checks the password. :class:`SignInRefused` with the server's words when it does not accept them."""
+        checks the password. :class:`Refused`, with the server's words, when it does not accept them."""
         url = self._url_for(username, password)
         kwargs = {"autocommit": True, "row_factory": dict_row, **connect_kwargs(purpose="web")}
         try:
             first = await psycopg.AsyncConnection.connect(url, **kwargs)
         except psycopg.OperationalError as exc:
-            raise SignInRefused(_server_words(exc)) from None
+            return Refused(_server_words(exc))
         try:
             login = str(await queries.value(first, "web_session_user"))
             may = await privileges(first)

@@ -9,8 +9,8 @@ import socket
 
 import uvicorn
 
-from agentlab_sched.web.app import create_app
 from agentlab_sched.web.config import WebConfig
+from agentlab_sched.web.dashboard import create_app
 
 __all__ = ["bind", "serve"]
 

@@ -2,7 +2,7 @@
 
 Every page is a plain HTML document that works without JavaScript: lists are tables, actions are
 ``<form method="post">`` with a submit button ``name="action"``. The small script the pages load
-(``static/live.js``) only makes them update as things happen (Server-Sent Events) and previews an edited
+(``static/pages.js``) only makes them update as things happen (Server-Sent Events) and previews an edited
 cron as you type.
 """
 
@@ -50,7 +50,7 @@ from agentlab_sched.schedules import admin
 from agentlab_sched.web import words
 from agentlab_sched.web.config import WebConfig
 from agentlab_sched.web.live import Hub
-from agentlab_sched.web.people import People, Person, SignInRefused
+from agentlab_sched.web.people import People, Person, Refused
 from agentlab_sched.web.security import SecurityHeaders, csrf_token, same_origin, valid_csrf
 
 __all__ = ["create_app"]
@@ -67,15 +67,28 @@ OVERLAPS = ("skip", "buffer_one", "buffer_all", "allow_all", "cancel_other")
 EDIT_FIELDS = ("cron", "timezone", "task", "inputs", "overlap", "queue", "priority")
 
 
-class Refusal(Exception):
-    """A request the pages refuse before the database sees it (a missing token, read-only mode)."""
+#: The status of each refusal the pages make themselves (the others: 403).
+_REFUSAL_STATUS = {"web.refused.signed_out": 401, "web.refused.unknown_action": 400}
 
-    def __init__(self, code: str, status: int = 403, field: str | None = None, **params: object) -> None:
-        super().__init__(code)
-        self.code = code
-        self.status = status
-        self.field = field
-        self.params = params
+
+def _refuse(code: str) -> errors.NotAllowed:
+    """A request the pages refuse before the database sees it (a missing token, read-only mode)."""
+    return errors.NotAllowed(f"web.refused.{code}")
+
+
+def _status_of(exc: BaseException) -> int:
+    """The HTTP status of a refusal: 404 for what does not exist, 403 for what the role or the server may not
+    do, 400 for bad input, 409 for a request the state does not allow."""
+    if isinstance(exc, SchedError) and exc.code in _REFUSAL_STATUS:
+        return _REFUSAL_STATUS[exc.code]
+    err = exc if isinstance(exc, SchedError) else errors.from_database(exc)
+    if isinstance(err, errors.NotFound):
+        return 404
+    if isinstance(err, errors.NotAllowed) or getattr(exc, "sqlstate", None) == "42501":
+        return 403
+    if isinstance(err, errors.ValidationError):
+        return 400
+    return 409
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -190,8 +203,12 @@ class Dashboard:
         """The signed-in person; with ``--local``, the configured role, signed in on first visit."""
         person = self._person(request)
         if person is None and self.config.local:
-            person = await self.people.sign_in(None, None)
-            request.session["person"] = person.id
+            signed = await self.people.sign_in(None, None)
+            if isinstance(signed, Refused):  # the configured role itself is refused: the login form remains
+                logger.warning("web --local: the database refused the configured role: %s", signed.words)
+                return None
+            request.session["person"] = signed.id
+            return signed
         return person
 
     @contextlib.asynccontextmanager
@@ -210,14 +227,14 @@ class Dashboard:
         form = await request.form()
         data: dict[str, Any] = {k: form.getlist(k) if k == "names" else form.get(k) for k in form}
         if not same_origin(request):
-            raise Refusal("refused.origin")
+            raise _refuse("origin")
         if not valid_csrf(request.session, data.get("csrf")):
-            raise Refusal("refused.csrf")
+            raise _refuse("csrf")
         person = await self.person(request)
         if person is None:
-            raise Refusal("refused.signed_out", status=401)
+            raise _refuse("signed_out")
         if self.config.read_only:
-            raise Refusal("refused.read_only")
+            raise _refuse("read_only")
         return person, data
 
     # ------------------------------------------------------------------------------ lifecycle
@@ -243,31 +260,15 @@ def _guard(
             chosen = messages.known_locale(request.query_params["lang"])
             if chosen:
                 request.session["lang"] = chosen
-        try:
-            person = await dash.person(request)
-        except SignInRefused as exc:
-            return PlainTextResponse(str(exc), status_code=503)
+        person = await dash.person(request)
         if person is None:
             target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
             return RedirectResponse(dash.url("/login", next=target), status_code=303)
         try:
             return await page(dash, request, person)
-        except Refusal as exc:
-            return dash.render(
-                request,
-                "refused.html",
-                status_code=exc.status,
-                message=words.label(exc.code, _locale(request), **exc.params),
-            )
         except (SchedError, psycopg.Error) as exc:
-            if isinstance(exc, errors.NotFound) or isinstance(errors.from_database(exc), errors.NotFound):
-                status = 404
-            elif isinstance(exc, psycopg.Error) and getattr(exc, "sqlstate", None) == "42501":
-                status = 403
-            else:
-                status = 400
             message, _ = _problem_text(exc, _locale(request))
-            return dash.render(request, "refused.html", status_code=status, message=message)
+            return dash.render(request, "refused.html", status_code=_status_of(exc), message=message)
 
     return guarded
 
@@ -293,11 +294,10 @@ async def login_page(dash: Dashboard, request: Request) -> Response:
     if not username:
         return dash.render(request, "login.html", status_code=400, next_url=next_url, username=username,
                            error=words.label("login.need_username", _locale(request)))  # fmt: skip
-    try:
-        person = await dash.people.sign_in(username, str(form.get("password") or ""))
-    except SignInRefused as exc:
+    person = await dash.people.sign_in(username, str(form.get("password") or ""))
+    if isinstance(person, Refused):
         return dash.render(request, "login.html", status_code=401, next_url=next_url, username=username,
-                           error=words.label("login.refused", _locale(request), message=str(exc)))  # fmt: skip
+                           error=words.label("login.refused", _locale(request), message=person.words))  # fmt: skip
     await dash.people.sign_out(request.session.get("person"))
     lang = request.session.get("lang")
     request.session.clear()
@@ -402,7 +402,7 @@ async def _bulk(dash: Dashboard, request: Request) -> Response:
     person, form = await dash.check_post(request)
     action = form.get("action")
     if action not in ("pause", "resume"):
-        raise Refusal("refused.unknown_action", status=400)
+        raise _refuse("unknown_action")
     if not person.may.get(action):
         # The database says no itself: try the first, show its words.
         pass
@@ -586,12 +586,10 @@ async def _schedule_action(dash: Dashboard, request: Request, name: str) -> Resp
                 result = await test_send(conn, name, settings)
                 request.session["flash"] = {"text": result.message, "level": "ok" if result.ok else "problem"}
             else:
-                raise Refusal("refused.unknown_action", status=400)
+                raise _refuse("unknown_action")
         except (SchedError, psycopg.Error) as exc:
             message, _ = _problem_text(exc, locale)
-            status = 403 if getattr(exc, "sqlstate", None) == "42501" or isinstance(exc, errors.NotAllowed) else 409
-            if isinstance(exc, errors.NotFound):
-                status = 404
+            status = _status_of(exc)
             return await _refused_view(dash, request, person, name, status, message)
     return RedirectResponse(here, status_code=303)
 
@@ -720,7 +718,7 @@ async def _runs_bulk(dash: Dashboard, request: Request) -> Response:
         elif action == "abandon-run":
             count = await lifecycle.abandon_suspended(conn, schedule, person.username)
         else:
-            raise Refusal("refused.unknown_action", status=400)
+            raise _refuse("unknown_action")
     dash.flash(request, f"done.bulk_{action.replace('-', '_')}", count=count)
     return RedirectResponse(dash.url("/runs", status="suspended", schedule=schedule), status_code=303)
 
@@ -794,12 +792,10 @@ async def _run_action(dash: Dashboard, request: Request, ref: str) -> Response:
             elif action == "cancel-run":
                 await lifecycle.cancel(conn, ref, by=person.username)
             else:
-                raise Refusal("refused.unknown_action", status=400)
+                raise _refuse("unknown_action")
         except (SchedError, psycopg.Error) as exc:
             message, _ = _problem_text(exc, locale)
-            status = 403 if getattr(exc, "sqlstate", None) == "42501" else 409
-            if isinstance(exc, errors.NotFound):
-                status = 404
+            status = _status_of(exc)
             try:
                 return await _run_view(dash, request, person, ref, status=status, error=message)
             except (SchedError, psycopg.Error):
