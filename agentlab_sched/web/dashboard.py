@@ -369,12 +369,13 @@ async def schedules_page(dash: Dashboard, request: Request, person: Person) -> R
     locale = _locale(request)
     async with dash.conn(request, person) as conn:
         rows = await queries.rows(conn, "web_schedules", {**filters, "after": after, "limit": PAGE_SIZE + 1})
-        tasks = [r["task"] for r in await queries.rows(conn, "web_tasks")]
     more = len(rows) > PAGE_SIZE
     rows = rows[:PAGE_SIZE]
     for row in rows:
         row["words"] = words.cron_words(row["cron"], row["timezone"], locale)
         row["dst"] = _dst_mark(row)
+        for fire in row["strip"]:
+            fire["reason"] = words.reason(fire["reason_code"], fire["reason_params"], fire["reason"], locale)
     next_url = (
         dash.url(
             "/schedules", status=filters["status"], task=filters["task"], q=filters["text"], after=rows[-1]["name"]
@@ -382,7 +383,7 @@ async def schedules_page(dash: Dashboard, request: Request, person: Person) -> R
         if more
         else None
     )
-    return dash.render(request, "schedules.html", rows=rows, filters=filters, tasks=tasks, next_url=next_url,
+    return dash.render(request, "schedules.html", rows=rows, filters=filters, next_url=next_url,
                        statuses=SCHEDULE_FILTERS, after=after)  # fmt: skip
 
 

@@ -137,6 +137,16 @@ def dst_note(expr: cronlib.Cron, t: cronlib.Upcoming, locale: str) -> str:
     return messages.render(code, locale)
 
 
+def reason(code: str | None, params: Any, recorded: str | None, locale: str) -> str:
+    """A ledger reason in the reader's language, as SQL's ``reason_text`` renders it: from the catalogue when
+    it knows the code, else the text recorded with the row."""
+    if code is None or code not in messages.CATALOG:
+        return recorded or ""
+    if code == "launch.refused" and not (isinstance(params, dict) and "reason" in params):
+        return recorded or ""
+    return messages.render(code, locale, **(params if isinstance(params, dict) else {}))
+
+
 def utc(value: datetime) -> str:
     """``YYYY-MM-DD HH:MM`` in UTC."""
     return when(value.astimezone(UTC), "UTC")

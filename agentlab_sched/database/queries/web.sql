@@ -28,7 +28,8 @@ SELECT
 -- One page of schedules by name after %(after)s (NULL: from the start), at most %(limit)s, filtered by
 -- %(status)s (active, paused, failing, overdue, stopped, code; NULL: all), %(task)s and %(text)s (a part of
 -- the name or task): the schedule_status row, where it is defined, who changed it last, and its last 30
--- fires oldest first (the strip).
+-- fires oldest first (the strip; their reasons as code, parameters and recorded text, rendered by the page
+-- from the same catalogue: 1,500 msg() calls a page would cost more than the rest of it).
 SELECT ss.id, ss.name, ss.cron, ss.timezone, ss.task, ss.enabled, ss.next_run_at, ss.replan,
        ss.last_fire_at, ss.last_fire_status, ss.last_fire_reason_code, ss.last_fire_reason,
        ss.last_run_id, ss.last_run_status, ss.consecutive_failures, ss.paused_reason, ss.paused_at,
@@ -37,8 +38,7 @@ SELECT ss.id, ss.name, ss.cron, ss.timezone, ss.task, ss.enabled, ss.next_run_at
         WHERE c.schedule_id = s.id ORDER BY c.id DESC LIMIT 1) AS changed_by,
        (SELECT coalesce(jsonb_agg(jsonb_build_object(
                    'id', f.id, 'fire_at', f.fire_at, 'kind', f.kind, 'status', f.status,
-                   'reason_code', f.reason_code,
-                   'reason', agentlab_sched.reason_text(f.reason_code, f.reason_params, f.reason))
+                   'reason_code', f.reason_code, 'reason_params', f.reason_params, 'reason', f.reason)
                ORDER BY f.fire_at, f.id), '[]'::jsonb)
         FROM (SELECT * FROM agentlab_sched.fires f0 WHERE f0.schedule_id = s.id
               ORDER BY f0.fire_at DESC, f0.id DESC LIMIT 30) f) AS strip
@@ -77,10 +77,6 @@ WHERE (%(task)s::text IS NULL OR s.task = %(task)s::text)
        OR (%(status)s = 'code' AND s.defined_in IS NOT NULL))
 ORDER BY s.name
 LIMIT %(limit)s
-
--- name: web_tasks
--- The tasks schedules launch (the task filter's choices).
-SELECT DISTINCT task FROM agentlab_sched.schedules ORDER BY task LIMIT 500
 
 -- name: web_ledger
 -- One page of schedule %(id)s's ledger, newest first, before the key (%(before_at)s, %(before_id)s) (NULL:
