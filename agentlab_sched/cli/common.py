@@ -304,6 +304,10 @@ class HandledGroup(TyperGroup):
             url = database.url if database is not None else url
             code = "cli.standby" if in_recovery(url) is not False else "cli.read_only"
             raise _report(ctx, text(code, _locale(ctx)), EXIT_DATABASE) from None
+        except psycopg.errors.NumericValueOutOfRange as exc:
+            # A number too large for its column (--priority 99999999999): refused, as a value is.
+            detail = (exc.diag.message_primary or "").strip() or type(exc).__name__
+            raise _report(ctx, text("cli.number_out_of_range", _locale(ctx), detail=detail), EXIT_INPUT) from None
         except psycopg.errors.UndefinedColumn:
             # A schema migrated by an older version: the columns this one reads are not there yet.
             raise _report(ctx, text("cli.schema_outdated", _locale(ctx)), EXIT_DATABASE) from None

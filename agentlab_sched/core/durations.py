@@ -25,7 +25,15 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 def parse(value: str, field: str, label: object, *, negative: bool = False) -> timedelta:
     """``value`` as a duration; a ValidationError (``schedule.bad_duration``) names ``field`` (its
     localised ``label``, a ``messages.term``, in the message) and the value. With ``negative``, a leading
-    ``-`` is kept (the database then refuses it in its own words); without, it is refused here."""
+    ``-`` is kept (the database then refuses it in its own words); without, it is refused here. A duration
+    longer than a timedelta holds (about 2.7 million years) is ``duration.too_long``."""
+    try:
+        return _parse(value, field, label, negative=negative)
+    except OverflowError:
+        raise ValidationError("duration.too_long", field, field=label, value=value) from None
+
+
+def _parse(value: str, field: str, label: object, *, negative: bool) -> timedelta:
     raw = value.strip().lower()
     sign = 1
     if negative and raw.startswith("-"):

@@ -328,3 +328,17 @@ MESSAGES.update(
         ),
     }
 )
+
+# Values too large for what holds them.
+MESSAGES.update(
+    {
+        "duration.too_long": (
+            '{field}: "{value}" is longer than any duration agentlab-sched can hold',
+            "「{field}」的取值「{value}」超出了可以表示的时长",
+        ),
+        "cli.number_out_of_range": (
+            "refused: a number given is too large for the database ({detail}); give a smaller one",
+            "已拒绝:给出的数字超出了数据库的范围({detail});请给一个较小的值",
+        ),
+    }
+)
