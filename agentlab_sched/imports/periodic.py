@@ -153,6 +153,12 @@ def _where(task: procrastinate.tasks.Task[Any, Any, Any]) -> str:
     return f"{func.__module__}.{func.__qualname__} ({path}:{line})"
 
 
+def _scheduler_own(task: Any) -> bool:
+    """The scheduler's own periodic tasks (the blueprint's tick and housekeeping, whatever the namespace the
+    app gave them): never schedules of their own."""
+    return str(getattr(task.func, "__module__", "")).startswith("agentlab_sched.")
+
+
 def _source_key(task: str, periodic_id: str) -> str:
     return f"procrastinate periodic task {task}" + (f" ({periodic_id})" if periodic_id else "")
 
@@ -168,7 +174,10 @@ async def import_periodic(
     """Make schedules of ``app``'s periodic tasks; what was made, and what could not be and why."""
     report = ImportReport(enable, dry_run)
     done = {row["imported_from"]: row for row in await queries.rows(conn, "imported_schedules")}
-    periodic = sorted(app.periodic_registry.periodic_tasks.values(), key=lambda p: (p.task.name, p.periodic_id))
+    periodic = sorted(
+        (p for p in app.periodic_registry.periodic_tasks.values() if not _scheduler_own(p.task)),
+        key=lambda p: (p.task.name, p.periodic_id),
+    )
     async with conn.transaction(force_rollback=dry_run):
         for p in periodic:
             await _one(conn, p, report, done, locale)
