@@ -233,7 +233,8 @@ def _pg15(extra: dict[str, str] | None = None) -> Iterator[tuple[str, str | None
             ]
         )
         settings = {**PG15_SETTINGS, "unix_socket_directories": f"'{sock}'", **(extra or {})}
-        preload = []
+        # Libraries ``extra`` preloads come first (Citus must be the first one).
+        preload = [lib for lib in settings.pop("shared_preload_libraries", "").strip("'").split(",") if lib]
         if missing is None:
             preload.append("pg_cron")
             settings |= {"cron.database_name": "'postgres'", "cron.host": f"'{sock}'"}

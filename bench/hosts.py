@@ -3,6 +3,7 @@
     sudo python -m bench.hosts                          # N = 5000; K = 1, 2, 4, 8
     python -m bench.hosts -n 10000 --hosts 2 --hosts 4  # the counts to measure
     python -m bench.hosts --save bench/results/hosts.json
+    python -m bench.hosts --citus --hosts 1 --hosts 2    # the same on a Citus coordinator, tables local
 
 Each host is a network namespace made with ``ip netns`` (bench/netns.py: its own address on a veth pair
 to a bridge where the database listens, its own host name), running one ``agentlab-sched worker --app
@@ -55,9 +56,11 @@ SAMPLE_EVERY = 0.02
 
 
 @contextlib.contextmanager
-def _server(listen: str) -> Iterator[common.Server]:
+def _server(listen: str, citus: bool = False) -> Iterator[common.Server]:
     os.environ["BENCH_STATEMENTS"] = "1"  # pg_stat_statements on the server (bench/common.py)
     extra = {"listen_addresses": f"'{listen}'", "max_connections": "400"}
+    if citus:
+        extra["shared_preload_libraries"] = "'citus'"
     with common._pg15(extra) as (admin, missing):
         with psycopg.connect(admin, autocommit=True) as conn:  # the hosts connect over TCP: let them in
             hba = Path(str(conn.execute("SHOW hba_file").fetchone()[0]))  # type: ignore[index]
@@ -114,13 +117,17 @@ def _count(conn: psycopg.Connection[Any], query: str, *params: Any) -> int:
     return int(row[0]) if row else 0
 
 
-def storm(srv: common.Server, hosts: netns.Hosts, k: int, n: int, concurrency: int) -> dict[str, Any]:
+def storm(
+    srv: common.Server, hosts: netns.Hosts, k: int, n: int, concurrency: int, citus: bool = False
+) -> dict[str, Any]:
     """One storm: N schedules due at T, K hosts; see the module doc."""
     with srv.database() as url:
         dbname = str(conninfo.conninfo_to_dict(url)["dbname"])
         bench = psycopg.connect(url, autocommit=True)
         admin = psycopg.connect(srv.admin_url, autocommit=True)
         try:
+            if citus:  # Citus in the database, every table local (what migrate leaves on a coordinator)
+                bench.execute("CREATE EXTENSION citus")
             apps.create_hits(bench)
             env = {**common.worker_env(_tcp(url, hosts.server_address))}
             chosen = hosts.hosts[:k]
@@ -199,21 +206,22 @@ def storm(srv: common.Server, hosts: netns.Hosts, k: int, n: int, concurrency: i
             admin.close()
 
 
-def run(counts: list[int], n: int, concurrency: int, namespaces: bool) -> dict[str, Any]:
+def run(counts: list[int], n: int, concurrency: int, namespaces: bool, citus: bool = False) -> dict[str, Any]:
     with netns.Hosts(max(counts), namespaces=namespaces) as hosts:
         listen = netns.SERVER_ADDRESS if hosts.namespaced else "127.0.0.1"
-        with _server(listen) as srv:
+        with _server(listen, citus) as srv:
             result: dict[str, Any] = {
                 "benchmark": "hosts",
                 "hosts_are": "network namespaces (ip netns, veth, bridge)" if hosts.namespaced
                 else f"plain processes on 127.0.0.1 ({hosts.why_not})",
                 "machine": common.machine(),
                 "concurrency": concurrency,
+                "citus": citus,
                 "rows": [],
             }  # fmt: skip
             srv.describe(result)
             for k in counts:
-                row = storm(srv, hosts, k, n, concurrency)
+                row = storm(srv, hosts, k, n, concurrency, citus)
                 print(
                     f"{k} hosts: {row['fires_per_s']} fires/s, {row['jobs_per_s']} jobs/s, "
                     f"waits {row['waits_share']}, cpu {row['cpu_s']}",
@@ -229,9 +237,10 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, action="append", help="host counts (repeatable; 1 2 4 8)")
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--processes", action="store_true", help="plain processes, no namespaces")
+    parser.add_argument("--citus", action="store_true", help="Citus loaded and in the database, tables local")
     parser.add_argument("--save", help="write the JSON result here too")
     args = parser.parse_args()
-    result = run(args.hosts or [1, 2, 4, 8], args.n, args.concurrency, not args.processes)
+    result = run(args.hosts or [1, 2, 4, 8], args.n, args.concurrency, not args.processes, args.citus)
     common.emit(result, args.save)
 
 
