@@ -6,7 +6,7 @@ import json
 
 import psycopg
 
-from .test_cli_schedules import add, cli, ok, refused
+from tests.support.cli import add, cli, ok, refused
 
 
 def _register(url: str) -> None:

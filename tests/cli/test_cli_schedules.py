@@ -11,11 +11,10 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import conninfo
-from typer.testing import CliRunner, Result
+from typer.testing import CliRunner
 
 from agentlab_sched.cli import app
-
-ENV = {"AGENTLAB_SCHED_LOCALE": None, "AGENTLAB_SCHED_DATABASE_URL": None, "AGENTLAB_SCHED_SECRET_KEY": None}
+from tests.support.cli import ENV, add, cli, ok, refused
 
 
 @pytest.fixture(scope="module")
@@ -27,31 +26,6 @@ def shared_url(pg_server: str, template_db: str) -> Iterator[str]:
     yield conninfo.make_conninfo(pg_server, dbname=name)
     with psycopg.connect(pg_server, autocommit=True) as server:
         server.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def cli(url: str, *args: str, env: dict[str, str | None] | None = None) -> Result:
-    result = CliRunner(env={**ENV, **(env or {})}).invoke(app, ["--database-url", url, *args])
-    assert "Traceback" not in result.output, result.output
-    return result
-
-
-def ok(url: str, *args: str, **kwargs: Any) -> Result:
-    result = cli(url, *args, **kwargs)
-    assert result.exit_code == 0, result.output
-    return result
-
-
-def refused(url: str, *args: str, **kwargs: Any) -> str:
-    """A command refused for bad input: exit 2, the message on stderr, nothing on stdout."""
-    result = cli(url, *args, **kwargs)
-    assert result.exit_code == 2, result.output
-    assert result.stdout == ""
-    lines = [line for line in result.stderr.splitlines() if not line.startswith("database: ")]
-    return "\n".join(lines)
-
-
-def add(url: str, name: str = "daily", *extra: str) -> Result:
-    return ok(url, "schedules", "add", name, "--cron", "0 9 * * *", "--task", "demo.echo", *extra)
 
 
 def test_every_command_says_which_database_it_uses(db_url: str) -> None:

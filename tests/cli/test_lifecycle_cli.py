@@ -3,19 +3,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from datetime import timedelta
 from typing import Any
 
 from typer.testing import CliRunner, Result
 
-from agentlab_sched import database as db
 from agentlab_sched.cli import app
 from agentlab_sched.firing.tick import fire_due
-
-from .firing_helpers import EN, NINE, make_schedule, set_job_status
-from .test_lifecycle import ask, launch, run_row
+from tests.support.cli import setup
+from tests.support.firing_helpers import EN, NINE, make_schedule, set_job_status
+from tests.support.runs import ask, launch, run_row
 
 ENV = {"AGENTLAB_SCHED_LOCALE": None, "AGENTLAB_SCHED_DATABASE_URL": None}
 
@@ -37,19 +35,6 @@ def refused(url: str, *args: str) -> str:
     assert result.exit_code == 2, result.output
     assert result.stdout == ""
     return "\n".join(line for line in result.stderr.splitlines() if not line.startswith("database: "))
-
-
-def setup(url: str, fn: Any) -> Any:
-    """Run ``await fn(conn)`` on a connection of its own (the CLI runs its own event loop)."""
-
-    async def main() -> Any:
-        conn = await db.connect(url, locale="en")
-        try:
-            return await fn(conn)
-        finally:
-            await conn.close()
-
-    return asyncio.run(main())
 
 
 async def waiting_run(conn: Any) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-PAGE = Path(__file__).resolve().parent.parent / "docs" / "python.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "python.md"
 
 
 def blocks() -> list[str]:

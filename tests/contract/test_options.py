@@ -28,7 +28,7 @@ from agentlab_sched.core.options import CLEARABLE, OPTIONS, Option, catalog_rows
 from agentlab_sched.database import queries
 from agentlab_sched.schedules import admin
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 #: What information_schema calls each SQL type (data_type) and pg_get_function_arguments spells it.
 SQL_NAMES = {

@@ -8,7 +8,7 @@ import re
 import tomllib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 #: A design document, its section signs, an issue number, the shared folder outside the repository.
 OUTSIDE = re.compile(r"\bDESIGN\b|§|\b[Ii]ssues? #?\d+|\.\./shared\b|/work/shared\b")
 

@@ -12,9 +12,8 @@ import pytest
 
 from agentlab_sched.firing.tick import fire_due
 from agentlab_sched.schedules import admin
-
-from .firing_helpers import EN, fires, make_schedule, next_of
-from .test_cli_schedules import ok, refused
+from tests.support.cli import ok, refused
+from tests.support.firing_helpers import EN, fires, make_schedule, next_of
 
 NY = "America/New_York"
 RIGA = "Europe/Riga"

@@ -17,8 +17,7 @@ from agentlab_sched import database as db
 from agentlab_sched.demo import make_app
 from agentlab_sched.firing import hooks
 from agentlab_sched.firing.tick import fire_due
-
-from .firing_helpers import EN, NINE, fires, make_schedule, runs_of
+from tests.support.firing_helpers import EN, NINE, fires, make_schedule, runs_of
 
 
 class _Lazy:

@@ -13,8 +13,7 @@ import pytest
 from agentlab_sched import database as db
 from agentlab_sched.firing import tick as tick_module
 from agentlab_sched.firing.tick import fire_due
-
-from .firing_helpers import EN, NINE, fires, job, make_schedule, next_of, runs_of
+from tests.support.firing_helpers import EN, NINE, fires, job, make_schedule, next_of, runs_of
 
 
 async def _blocked_on_a_lock(conn: psycopg.AsyncConnection[Any], pid: int) -> bool:

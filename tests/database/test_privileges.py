@@ -19,8 +19,8 @@ from agentlab_sched import errors
 from agentlab_sched.cli import app
 from agentlab_sched.database.roles import RoleNames
 from agentlab_sched.settings import Settings
-from tests.notify_fakes import KEY
-from tests.security_helpers import Roles
+from tests.support.notify_fakes import KEY
+from tests.support.security_helpers import Roles
 
 KEYS = Settings(locale="en", secret_keys=(KEY,))
 
@@ -383,7 +383,7 @@ async def test_a_real_worker_as_the_worker_role_fires_and_runs_its_job(
 
 async def test_the_worker_delivers_notifications(db_url: str, roles: Roles, groups: RoleNames) -> None:
     from agentlab_sched.notify import deliver_due, set_webhook
-    from tests.notify_fakes import FEISHU_URL, FakePlatforms, add_run, add_schedule, set_status
+    from tests.support.notify_fakes import FEISHU_URL, FakePlatforms, add_run, add_schedule, set_status
 
     owner = await db.connect(db_url, locale="en")
     worker = await db.connect(roles.url(roles.login("worker_host", groups.worker)), locale="en")

@@ -17,9 +17,9 @@ from agentlab_sched.cli import app
 from agentlab_sched.firing.requests import backfill, trigger
 from agentlab_sched.firing.tick import fire_due
 from agentlab_sched.runs import lifecycle
-from tests.firing_helpers import EN, NINE, make_schedule, set_job_status
-from tests.security_helpers import Roles
-from tests.test_lifecycle import ask, launch
+from tests.support.firing_helpers import EN, NINE, make_schedule, set_job_status
+from tests.support.runs import ask, launch
+from tests.support.security_helpers import Roles
 
 PINNED = "search_path=pg_catalog, pg_temp"
 

@@ -15,8 +15,7 @@ from agentlab_sched import database as db
 from agentlab_sched.firing import hooks
 from agentlab_sched.firing.requests import trigger
 from agentlab_sched.firing.tick import fire_due
-
-from .firing_helpers import EN, NINE, ZH, fires, job, make_schedule, next_of, runs_of, set_job_status
+from tests.support.firing_helpers import EN, NINE, ZH, fires, job, make_schedule, next_of, runs_of, set_job_status
 
 # --------------------------------------------------------------------------------------------------
 # On time, once

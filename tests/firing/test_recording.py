@@ -11,8 +11,7 @@ import pytest
 
 from agentlab_sched.core import planner
 from agentlab_sched.firing.tick import fire_due
-
-from .firing_helpers import EN, NINE, fires, make_schedule, next_of, runs_of
+from tests.support.firing_helpers import EN, NINE, fires, make_schedule, next_of, runs_of
 
 # --------------------------------------------------------------------------------------------------
 # A launch error is filed against the fire that failed

@@ -15,8 +15,7 @@ from agentlab_sched.errors import Conflict, ValidationError
 from agentlab_sched.firing.requests import backfill, trigger
 from agentlab_sched.firing.tick import fire_due
 from agentlab_sched.schedules import admin
-
-from .firing_helpers import EN, NINE, fires, job, make_schedule, next_of, runs_of
+from tests.support.firing_helpers import EN, NINE, fires, job, make_schedule, next_of, runs_of
 
 
 async def _requests(conn: psycopg.AsyncConnection[Any]) -> list[dict[str, Any]]:

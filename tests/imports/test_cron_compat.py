@@ -15,8 +15,7 @@ from agentlab_sched.cli import app
 from agentlab_sched.database.migrate import migrate
 from agentlab_sched.firing.tick import fire_due
 from agentlab_sched.schedules import admin
-
-from .firing_helpers import EN, fires, make_schedule, runs_of, set_job_status
+from tests.support.firing_helpers import EN, fires, make_schedule, runs_of, set_job_status
 
 Conn = psycopg.AsyncConnection[Any]
 
@@ -144,7 +143,7 @@ async def test_a_sql_schedule_reads_as_pg_cron_would_show_it(conn: Conn, db_url:
 
 
 async def _succeeded_sql_run(conn: Conn, sid: int, result: dict[str, Any]) -> Any:
-    from .test_lifecycle import launch
+    from tests.support.runs import launch
 
     await conn.execute("SELECT agentlab_sched.register_tasks(ARRAY['agentlab_sched:sql'])")
     run = await launch(conn, sid)

@@ -16,16 +16,15 @@ from agentlab_sched.errors import ValidationError
 from agentlab_sched.firing.tick import fire_due
 from agentlab_sched.imports.periodic import from_croniter
 from agentlab_sched.schedules import admin
-
-from . import periodic_app
-from .firing_helpers import EN, job, runs_of
-from .test_cli_schedules import ok
+from tests.support import periodic_app
+from tests.support.cli import ok
+from tests.support.firing_helpers import EN, job, runs_of
 
 Conn = psycopg.AsyncConnection[Any]
 
 
 def test_import_procrastinate_makes_paused_schedules_and_says_what_to_remove(db_url: str) -> None:
-    out = ok(db_url, "import", "procrastinate", "--app", "tests.periodic_app.app").stdout
+    out = ok(db_url, "import", "procrastinate", "--app", "tests.support.periodic_app.app").stdout
     with psycopg.connect(db_url, row_factory=psycopg.rows.dict_row) as c:
         rows = c.execute(
             "SELECT name, cron, timezone, task, inputs, queue, priority, overlap, enabled, paused_reason,"
@@ -62,11 +61,13 @@ def test_import_procrastinate_makes_paused_schedules_and_says_what_to_remove(db_
     assert "odd.or.monday: */2: croniter combines the two day fields with OR here; written 1-31/2" in out
     assert "last.friday: croniter's L5 (the last such weekday of the month) written 5L" in out
     assert "periodic task bad.step (*/90 * * * *) not imported: minute: step 90 is outside 1-59" in out
-    assert "remove @app.periodic(...) from tests.periodic_app.weekly (" in out and "periodic_app.py:" in out
-    again = json.loads(ok(db_url, "import", "procrastinate", "--app", "tests.periodic_app.app", "--json").stdout)
+    assert "remove @app.periodic(...) from tests.support.periodic_app.weekly (" in out and "periodic_app.py:" in out
+    again = json.loads(
+        ok(db_url, "import", "procrastinate", "--app", "tests.support.periodic_app.app", "--json").stdout
+    )
     assert {i["outcome"] for i in again["imported"]} == {"already"}
     enabled = json.loads(
-        ok(db_url, "import", "procrastinate", "--app", "tests.periodic_app.app", "--enable", "--json").stdout
+        ok(db_url, "import", "procrastinate", "--app", "tests.support.periodic_app.app", "--enable", "--json").stdout
     )
     assert {(i["name"], i["enabled"], i["outcome"]) for i in enabled["imported"]} == {
         (name, True, "enabled") for name in got

@@ -14,8 +14,7 @@ import psycopg
 from agentlab_sched import database as db
 from agentlab_sched.notify import Dispatcher, SecretBox, Sender, deliver_due, set_webhook
 from agentlab_sched.notify.dispatcher import MAX_ATTEMPTS, Outbox
-
-from .notify_fakes import (
+from tests.support.notify_fakes import (
     DINGTALK_SECRET,
     DINGTALK_URL,
     FEISHU_BAD_TOKEN,

@@ -10,8 +10,7 @@ import pytest
 from agentlab_sched import database as db
 from agentlab_sched.errors import ValidationError, from_database
 from agentlab_sched.notify import CHANNEL, set_webhook
-
-from .notify_fakes import FEISHU_URL, add_run, add_schedule, outbox, set_status, settings
+from tests.support.notify_fakes import FEISHU_URL, add_run, add_schedule, outbox, set_status, settings
 
 
 async def subscribed(conn: psycopg.AsyncConnection, name: str = "daily-report", **kw: object) -> int:
@@ -148,9 +147,8 @@ async def test_runs_launched_by_the_engine_notify_when_their_job_ends(conn: psyc
     procrastinate CLI sets it) moves the run; the outbox row arrives with that change and is delivered."""
     from agentlab_sched.firing.tick import fire_due
     from agentlab_sched.notify import deliver_due
-
-    from .firing_helpers import EN, NINE, make_schedule, runs_of, set_job_status
-    from .notify_fakes import WECOM_URL, FakePlatforms
+    from tests.support.firing_helpers import EN, NINE, make_schedule, runs_of, set_job_status
+    from tests.support.notify_fakes import WECOM_URL, FakePlatforms
 
     sid = await make_schedule(conn, "store-report")
     await set_webhook(conn, "store-report", url=WECOM_URL, settings=settings())

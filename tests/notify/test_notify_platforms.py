@@ -14,8 +14,7 @@ import pytest
 
 from agentlab_sched.notify.content import EventInfo, event_message
 from agentlab_sched.notify.platforms import describe, judge, prepare
-
-from .notify_fakes import (
+from tests.support.notify_fakes import (
     DINGTALK_BAD_SIGN,
     DINGTALK_NO_TOKEN,
     DINGTALK_OK,

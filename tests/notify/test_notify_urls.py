@@ -6,8 +6,7 @@ import pytest
 
 from agentlab_sched.errors import ValidationError
 from agentlab_sched.notify.urls import check_destination, platform_of, validate_url
-
-from .notify_fakes import DINGTALK_URL, FEISHU_URL, LARK_URL, WECOM_URL, fake_dns
+from tests.support.notify_fakes import DINGTALK_URL, FEISHU_URL, LARK_URL, WECOM_URL, fake_dns
 
 
 @pytest.mark.parametrize(

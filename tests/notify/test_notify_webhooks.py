@@ -15,8 +15,7 @@ from agentlab_sched import database as db
 from agentlab_sched.errors import NotFound, SchedError, ValidationError
 from agentlab_sched.notify import SecretBox, Sender, get_webhook, rotate_secrets, set_webhook
 from agentlab_sched.notify import webhooks as notify_webhooks
-
-from .notify_fakes import (
+from tests.support.notify_fakes import (
     DINGTALK_SECRET,
     DINGTALK_URL,
     FEISHU_SECRET,

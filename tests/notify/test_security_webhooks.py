@@ -21,8 +21,7 @@ from agentlab_sched.notify import webhooks as notify_webhooks
 from agentlab_sched.notify.content import EventInfo, event_message
 from agentlab_sched.notify.platforms import Prepared, prepare
 from agentlab_sched.notify.urls import normalise, validate_url
-
-from .notify_fakes import (
+from tests.support.notify_fakes import (
     FEISHU_BAD_TOKEN,
     FEISHU_TOKEN,
     FEISHU_URL,

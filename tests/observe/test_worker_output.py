@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from agentlab_sched.cli import app
 from agentlab_sched.observe import events, output
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from agentlab_sched.cli import main; main()"]
 ENV = {"AGENTLAB_SCHED_LOCALE": None, "AGENTLAB_SCHED_DATABASE_URL": None, "AGENTLAB_SCHED_SECRET_KEY": None}
 

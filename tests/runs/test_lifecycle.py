@@ -1,10 +1,9 @@
 """The run lifecycle with an injected clock (docs/runs.md): approvals, suspended runs, cancelling,
 timeouts, failure accounting, session keys, retention. Jobs are moved by hand here, as a worker would
-move them (the job trigger makes runs follow); tests/test_lifecycle_worker.py runs real workers."""
+move them (the job trigger makes runs follow); tests/worker/test_lifecycle_worker.py runs real workers."""
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -17,8 +16,8 @@ from agentlab_sched.errors import Conflict, NotFound, SchedError, ValidationErro
 from agentlab_sched.firing.tick import fire_due
 from agentlab_sched.runs import lifecycle
 from agentlab_sched.runs.context import RunContext
-
-from .firing_helpers import EN, NINE, ZH, fires, job, make_schedule, runs_of, set_job_status
+from tests.support.firing_helpers import EN, NINE, ZH, fires, job, make_schedule, runs_of, set_job_status
+from tests.support.runs import approvals_of, ask, in_locale, launch, launch_outcome, run_row, schedule_row
 
 Conn = psycopg.AsyncConnection[Any]
 
@@ -28,62 +27,11 @@ Conn = psycopg.AsyncConnection[Any]
 # --------------------------------------------------------------------------------------------------
 
 
-async def launch(conn: Conn, sid: int, who: str = "manual:test") -> dict[str, Any]:
-    """One manual fire through launch() (the one path of every fire); returns the new run."""
-    outcome = await launch_outcome(conn, sid, who)
-    assert outcome["status"] == "started", outcome
-    return await run_row(conn, outcome["run_id"])
-
-
-async def launch_outcome(conn: Conn, sid: int, who: str) -> dict[str, Any]:
-    async with conn.transaction():  # launch() wants the schedule's row locked by its caller
-        await conn.execute("SELECT 1 FROM agentlab_sched.schedules WHERE id = %s FOR UPDATE", (sid,))
-        cur = await conn.execute(
-            """SELECT agentlab_sched.launch(s, clock_timestamp(), 'manual', NULL, %s) AS r
-               FROM agentlab_sched.schedules s WHERE s.id = %s""",
-            (who, sid),
-        )
-        return (await cur.fetchone())["r"]
-
-
-async def in_locale(conn: Conn, locale: str) -> None:
-    """The locale SQL renders reasons and errors in, for this session."""
-    await conn.execute("SELECT set_config('agentlab_sched.locale', %s, false)", (locale,))
-
-
-async def run_row(conn: Conn, rid: Any) -> dict[str, Any]:
-    cur = await conn.execute("SELECT * FROM agentlab_sched.runs WHERE id = %s", (rid,))
-    row = await cur.fetchone()
-    assert row is not None
-    return row
-
-
-async def approvals_of(conn: Conn, rid: Any) -> list[dict[str, Any]]:
-    cur = await conn.execute("SELECT * FROM agentlab_sched.approvals WHERE run_id = %s ORDER BY segment", (rid,))
-    return await cur.fetchall()
-
-
-async def ask(conn: Conn, run: dict[str, Any], title: str, state: Any) -> int | None:
-    """The middleware's part when the task raises AwaitApproval(title, state)."""
-    cur = await conn.execute(
-        "SELECT agentlab_sched.await_approval(%s, %s, %s, %s::jsonb) AS seg",
-        (run["id"], run["job_id"], title, json.dumps(state)),
-    )
-    return (await cur.fetchone())["seg"]
-
-
 async def snapshot(conn: Conn, rid: Any) -> tuple[Any, ...]:
     """Everything a refused request must leave as it was."""
     run = await run_row(conn, rid)
     cur = await conn.execute("SELECT count(*) AS n FROM procrastinate_jobs")
     return run, await approvals_of(conn, rid), (await cur.fetchone())["n"]
-
-
-async def schedule_row(conn: Conn, sid: int) -> dict[str, Any]:
-    cur = await conn.execute("SELECT * FROM agentlab_sched.schedules WHERE id = %s", (sid,))
-    row = await cur.fetchone()
-    assert row is not None
-    return row
 
 
 async def add_worker(conn: Conn, heartbeat: Any) -> int:
@@ -838,8 +786,7 @@ def test_messages_of_the_lifecycle_agree_across_locales() -> None:
 
 async def test_lifecycle_notifies_each_approval_point_once_and_a_suspension_once(conn: Conn) -> None:
     from agentlab_sched.notify import set_webhook
-
-    from .notify_fakes import FEISHU_URL, settings
+    from tests.support.notify_fakes import FEISHU_URL, settings
 
     sid = await make_schedule(conn, next_run_at=None, overlap="allow_all")
     await set_webhook(conn, "store-report", url=FEISHU_URL, events="finished,failed,awaiting_approval",

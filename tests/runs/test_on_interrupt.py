@@ -21,12 +21,10 @@ from agentlab_sched.runs import housekeeping, lifecycle
 from agentlab_sched.schedules import admin
 from agentlab_sched.settings import Settings
 from agentlab_sched.worker.blueprint import make_blueprint
-
-from .firing_helpers import job, make_schedule
-from .test_lifecycle import launch, launch_outcome, run_row
-from .test_lifecycle_cli import cli, ok
-from .test_lifecycle_worker import run_in, slow_the_first_time, wait_for, worker
-from .test_run_paths import bare_app, fetch, opened
+from tests.support.cli import cli, out
+from tests.support.firing_helpers import job, make_schedule
+from tests.support.runs import launch, launch_outcome, run_row
+from tests.support.workers import bare_app, fetch, opened, run_in, slow_the_first_time, wait_for, worker
 
 Conn = psycopg.AsyncConnection[Any]
 MOST = LIMITS["interrupt_retries"]
@@ -158,13 +156,13 @@ def test_the_cli_settles_every_suspended_run_of_a_schedule(db_url: str) -> None:
                 await fetch(app, wid)
             assert await _worker_dies(conn) == 2
 
-    from .test_lifecycle_cli import setup
+    from tests.support.cli import setup
 
     setup(db_url, suspend_two)
-    assert ok(db_url, "runs", "resume", "--suspended", "nightly") == (
+    assert out(db_url, "runs", "resume", "--suspended", "nightly") == (
         'queued again 2 suspended runs of schedule "nightly"; they start as soon as a worker picks them up\n'
     )
-    assert ok(db_url, "--locale", "zh-CN", "runs", "abandon", "--suspended") == (
+    assert out(db_url, "--locale", "zh-CN", "runs", "abandon", "--suspended") == (
         "已放弃所有定时任务的 0 个已挂起的运行,运行已取消\n"
     )
     missing = cli(db_url, "runs", "resume")

@@ -18,7 +18,7 @@ housekeeping, ask for approval, approve / reject, resume / abandon. After every 
 AGENTLAB_SCHED_MODEL_EXAMPLES=N runs N examples drawn at random (by default: 200 derandomized examples,
 the same in every CI run, under a minute); a long run:
 
-    AGENTLAB_SCHED_MODEL_EXAMPLES=10000 .venv/bin/pytest -q -s tests/test_run_model.py
+    AGENTLAB_SCHED_MODEL_EXAMPLES=10000 .venv/bin/pytest -q -s tests/runs/test_run_model.py
 """
 
 from __future__ import annotations

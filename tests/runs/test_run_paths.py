@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -22,35 +20,14 @@ import psycopg
 import pytest
 from procrastinate import jobs as pjobs
 
-from agentlab_sched import install, messages
+from agentlab_sched import messages
 from agentlab_sched.runs import lifecycle
 from agentlab_sched.runs.context import current_run
-from agentlab_sched.worker.process import connector_for
-
-from .firing_helpers import job, make_schedule
-from .test_lifecycle import in_locale, launch, run_row, schedule_row
-from .test_lifecycle_worker import QUIET, run_in, wait_for, worker
+from tests.support.firing_helpers import job, make_schedule
+from tests.support.runs import in_locale, launch, run_row, schedule_row
+from tests.support.workers import QUIET, bare_app, fetch, opened, run_in, wait_for, worker
 
 Conn = psycopg.AsyncConnection[Any]
-
-
-def bare_app(url: str, *, middleware: bool = True, **connector: Any) -> procrastinate.App:
-    """An app with the run middleware and no scheduler tasks (so no periodic job gets in the way)."""
-    app = procrastinate.App(connector=connector_for(url, **connector))
-    return install(app) if middleware else app
-
-
-@asynccontextmanager
-async def opened(app: procrastinate.App) -> AsyncIterator[int]:
-    """The app open, and a registered Procrastinate worker id to fetch jobs with."""
-    async with app.open_async():
-        yield await app.job_manager.register_worker()
-
-
-async def fetch(app: procrastinate.App, worker_id: int) -> pjobs.Job:
-    found = await app.job_manager.fetch_job(queues=None, worker_id=worker_id)
-    assert found is not None, "no job to fetch"
-    return found
 
 
 async def drain(app: procrastinate.App, **options: Any) -> None:
@@ -101,7 +78,7 @@ async def test_buffer_one_retry_keeps_its_place_ahead_of_the_waiting_run(db_url:
 
 
 async def launch_outcome_status(conn: Conn, sid: int) -> str:
-    from .test_lifecycle import launch_outcome
+    from tests.support.runs import launch_outcome
 
     return (await launch_outcome(conn, sid, "manual:test"))["status"]
 
@@ -469,8 +446,7 @@ async def test_a_backlog_behind_a_held_schedule_says_so(db_url: str, conn: Conn)
     """Another session holds one schedule's row while ticks fire the others: its backlog row says that
     it was held, not that no worker was firing (and a plain outage still says the latter)."""
     from agentlab_sched.firing.tick import fire_due
-
-    from .firing_helpers import EN, fires
+    from tests.support.firing_helpers import EN, fires
 
     start = (await (await conn.execute("SELECT date_trunc('second', now()) AS t")).fetchone())["t"]
     held = await make_schedule(conn, "held", cron="* * * * * *", timezone="UTC", next_run_at=start)

@@ -21,11 +21,10 @@ from agentlab_sched.demo import make_app
 from agentlab_sched.schedules import admin
 from agentlab_sched.tasks import sql as sql_task
 from agentlab_sched.tasks.sql import SQL_TASK, SqlTaskError, run_sql
-
-from .security_helpers import Roles
-from .test_cli_schedules import ok, refused
-from .test_lifecycle import launch
-from .test_lifecycle_worker import run_in, wait_for, worker
+from tests.support.cli import ok, refused
+from tests.support.runs import launch
+from tests.support.security_helpers import Roles
+from tests.support.workers import run_in, wait_for, worker
 
 Conn = psycopg.AsyncConnection[Any]
 NOW = datetime(2026, 3, 1, tzinfo=UTC)

@@ -19,9 +19,8 @@ from agentlab_sched import database as db
 from agentlab_sched.errors import Conflict, ValidationError
 from agentlab_sched.schedules import admin, code
 from agentlab_sched.worker.blueprint import register_app_tasks
-
-from .security_helpers import Roles
-from .test_cli_schedules import ok, refused
+from tests.support.cli import ok, refused
+from tests.support.security_helpers import Roles
 
 Conn = psycopg.AsyncConnection[Any]
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
@@ -91,7 +90,7 @@ def test_declared_and_fingerprint() -> None:
         ("reports.weekly", "reports.weekly", "0 9 * * 1"),
         ("sync.hourly", "sync.hourly", "5 * * * *"),
     ]
-    assert items[2][1].defined_in.startswith("tests.test_code_schedules.app_v1.<locals>.weekly (")
+    assert items[2][1].defined_in.startswith("tests.schedules.test_code_schedules.app_v1.<locals>.weekly (")
     decorator = (
         _line('"0 9 * * 1", timezone="Asia/Shanghai", inputs=') - 1
     )  # the line above: "@agentlab_sched.schedule("
@@ -155,12 +154,12 @@ async def test_edits_from_sql_and_python_are_refused_saying_where(conn: Conn) ->
 
 
 def test_the_cli_says_where_a_schedule_is_defined(db_url: str) -> None:
-    ok(db_url, "schedules", "sync", "--app", "tests.code_app.app")
+    ok(db_url, "schedules", "sync", "--app", "tests.support.code_app.app")
     message = refused(db_url, "schedules", "edit", "nightly", "--cron", "0 3 * * *")
-    assert message.startswith('name: schedule "nightly" is defined in code (tests.code_app.nightly (')
+    assert message.startswith('name: schedule "nightly" is defined in code (tests.support.code_app.nightly (')
     assert "code_app.py:" in message
     shown = ok(db_url, "schedules", "show", "nightly").stdout
-    assert "defined in code" in shown and "tests.code_app.nightly" in shown
+    assert "defined in code" in shown and "tests.support.code_app.nightly" in shown
 
 
 async def test_the_next_deployment_updates_pauses_what_is_gone_and_the_old_one_does_not_fight(conn: Conn) -> None:
@@ -176,7 +175,9 @@ async def test_the_next_deployment_updates_pauses_what_is_gone_and_the_old_one_d
     assert (weekly.cron, weekly.overlap) == ("0 10 * * 1", "skip")  # left out of the decorator: the default
     gone = await admin.get(conn, "cleanup-day")
     assert gone.enabled is False and gone.paused_reason is not None
-    assert gone.paused_reason.startswith("no longer defined in code (it was defined in tests.test_code_schedules")
+    assert gone.paused_reason.startswith(
+        "no longer defined in code (it was defined in tests.schedules.test_code_schedules"
+    )
     assert (await admin.get(conn, "sync.hourly")).paused_reason == paused_by_hand.paused_reason  # kept paused
     # an old worker (v1) starting again changes nothing: v2 is newer
     old = await code.sync(conn, app_v1(), now=NOW)
@@ -248,9 +249,9 @@ async def test_a_worker_syncs_when_it_starts(conn: Conn) -> None:
 
 
 def test_cli_sync(db_url: str) -> None:
-    result = json.loads(ok(db_url, "schedules", "sync", "--app", "tests.code_app.app", "--json").stdout)
+    result = json.loads(ok(db_url, "schedules", "sync", "--app", "tests.support.code_app.app", "--json").stdout)
     assert result["created"] == ["nightly"]
-    words = ok(db_url, "schedules", "sync", "--app", "tests.code_app.app").stdout
+    words = ok(db_url, "schedules", "sync", "--app", "tests.support.code_app.app").stdout
     assert words.startswith("schedules defined in code (deployment ") and "0 created, 0 updated, 1 unchanged" in words
 
 

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from agentlab_sched.firing.tick import fire_due
-from tests.firing_helpers import EN, NINE, make_schedule, runs_of
+from tests.support.firing_helpers import EN, NINE, make_schedule, runs_of
 
 
 async def changes(conn: psycopg.AsyncConnection[Any], sid: int) -> list[dict[str, Any]]:
@@ -82,8 +82,8 @@ async def test_messages_substitute_once(conn: psycopg.AsyncConnection[Any]) -> N
 
 async def test_an_approval_records_the_session_role_and_the_database_clock(conn: psycopg.AsyncConnection[Any]) -> None:
     from agentlab_sched.runs import lifecycle
-    from tests.firing_helpers import set_job_status
-    from tests.test_lifecycle import approvals_of, ask, launch
+    from tests.support.firing_helpers import set_job_status
+    from tests.support.runs import approvals_of, ask, launch
 
     sid = await make_schedule(conn, next_run_at=None)
     run = await launch(conn, sid)

@@ -11,8 +11,7 @@ import psycopg
 import pytest
 
 from agentlab_sched.firing import tick
-
-from .firing_helpers import EN, NINE, make_schedule
+from tests.support.firing_helpers import EN, NINE, make_schedule
 
 Conn = psycopg.AsyncConnection[Any]
 

@@ -22,10 +22,9 @@ from agentlab_sched.settings import Settings
 from agentlab_sched.worker import blueprint as blueprint_module
 from agentlab_sched.worker.middleware import RunMiddleware
 from agentlab_sched.worker.process import run_worker
-
-from .firing_helpers import make_schedule
-from .test_lifecycle import launch
-from .test_lifecycle_worker import run_in, wait_for
+from tests.support.firing_helpers import make_schedule
+from tests.support.runs import launch
+from tests.support.workers import run_in, wait_for
 
 #: The gap between two runs of each periodic task, in seconds.
 CADENCE = {"agentlab_sched:tick": 1, "agentlab_sched:housekeeping": 10}

@@ -13,13 +13,10 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import procrastinate
 import psycopg
 import pytest
 
@@ -28,46 +25,13 @@ from agentlab_sched.demo import make_app
 from agentlab_sched.runs import lifecycle
 from agentlab_sched.settings import Settings
 from agentlab_sched.worker.middleware import RunMiddleware
-from agentlab_sched.worker.process import JOB_GRACE, run_worker
-
-from .firing_helpers import job, make_schedule
-from .test_lifecycle import approvals_of, launch, run_row, schedule_row
+from agentlab_sched.worker.process import JOB_GRACE
+from tests.support.firing_helpers import job, make_schedule
+from tests.support.runs import approvals_of, launch, run_row, schedule_row
+from tests.support.workers import run_in, slow_the_first_time, wait_for, worker
 
 Conn = psycopg.AsyncConnection[Any]
-ROOT = Path(__file__).resolve().parent.parent
-QUIET = Settings(locale="en", scheduler=False)
-
-
-async def wait_for(predicate: Callable[[], Awaitable[Any]], limit: float = 20.0, what: str = "condition") -> Any:
-    """Poll ``predicate`` every 50 ms until it returns something true, for at most ``limit`` seconds."""
-    deadline = time.monotonic() + limit
-    while True:
-        value = await predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {limit} s")
-        await asyncio.sleep(0.05)
-
-
-def run_in(conn: Conn, rid: Any, *statuses: str) -> Callable[[], Awaitable[dict[str, Any] | None]]:
-    async def check() -> dict[str, Any] | None:
-        row = await run_row(conn, rid)
-        return row if row["status"] in statuses else None
-
-    return check
-
-
-@asynccontextmanager
-async def worker(app: procrastinate.App, url: str, settings: Settings = QUIET) -> AsyncIterator[None]:
-    """A real worker in this process (jobs, housekeeping, the run middleware) until the block ends."""
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_worker(app, url, stop=stop, install_signal_handlers=False, settings=settings))
-    try:
-        yield
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, timeout=15)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -267,19 +231,6 @@ async def test_kill_9_suspends_the_run_then_resume_succeeds(db_url: str, conn: C
 # --------------------------------------------------------------------------------------------------
 # A worker that stops mid-run; cancelling a running run
 # --------------------------------------------------------------------------------------------------
-
-
-def slow_the_first_time() -> Callable[..., Awaitable[dict[str, Any]]]:
-    """A task that hangs on its first call (until its worker stops it) and returns how many calls it had."""
-    calls: list[int] = []
-
-    async def once_slow(**inputs: Any) -> dict[str, Any]:
-        calls.append(1)
-        if len(calls) == 1:
-            await asyncio.sleep(3600)
-        return {"calls": len(calls)}
-
-    return once_slow
 
 
 async def test_a_stopping_worker_suspends_its_run_and_resume_finishes_it(db_url: str, conn: Conn) -> None:

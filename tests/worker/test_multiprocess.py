@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -22,6 +21,8 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
+
+from tests.support.workers import stop_workers
 
 WORKERS = 3
 SCHEDULES = 200
@@ -43,25 +44,8 @@ JOB_TO_RUN = {"todo": "queued", "doing": "running", "succeeded": "succeeded"}
 
 def _start_workers(db_url: str) -> list[subprocess.Popen[bytes]]:
     env = {**os.environ, "AGENTLAB_SCHED_DATABASE_URL": db_url, "AGENTLAB_SCHED_LOCALE": "en"}
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     return [subprocess.Popen(WORKER, cwd=root, env=env) for _ in range(WORKERS)]
-
-
-def stop_workers(workers: list[subprocess.Popen[bytes]]) -> list[float]:
-    """SIGTERM every worker still running, at once; the seconds each took to exit (killed after 10 s)."""
-    began = time.monotonic()
-    for w in workers:
-        if w.poll() is None:
-            w.send_signal(signal.SIGTERM)
-    took = []
-    for w in workers:
-        try:
-            w.wait(timeout=max(0.1, began + 10 - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            w.kill()
-            w.wait()
-        took.append(time.monotonic() - began)
-    return took
 
 
 def _wait_for_first_fire(conn: psycopg.Connection[Any], workers: list[subprocess.Popen[bytes]]) -> None:

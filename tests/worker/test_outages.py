@@ -27,10 +27,9 @@ from cryptography.fernet import Fernet
 from psycopg.rows import dict_row
 
 from agentlab_sched.database.migrate import migrate
+from tests.support.workers import stop_workers
 
-from .test_multiprocess import stop_workers
-
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WORKER = [
     sys.executable,
     "-c",

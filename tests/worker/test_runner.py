@@ -28,9 +28,8 @@ from agentlab_sched.worker import batch as runner
 from agentlab_sched.worker import blueprint
 from agentlab_sched.worker.middleware import install
 from agentlab_sched.worker.process import connector_for, run_worker
-
-from .firing_helpers import EN, NINE, make_schedule
-from .test_lifecycle_worker import wait_for
+from tests.support.firing_helpers import EN, NINE, make_schedule
+from tests.support.workers import wait_for
 
 Conn = psycopg.AsyncConnection[Any]
 QUIET = Settings(locale="en", scheduler=False)

@@ -14,8 +14,7 @@ from agentlab_sched.schedules.replan import replan
 from agentlab_sched.settings import Settings
 from agentlab_sched.worker.precise import Scheduler
 from agentlab_sched.worker.process import run_worker
-
-from .firing_helpers import runs_of
+from tests.support.firing_helpers import runs_of
 
 
 async def _wait_for(predicate: Any, limit: float = 15.0) -> Any:

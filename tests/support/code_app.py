@@ -1,4 +1,5 @@
-"""A Procrastinate app with a schedule defined in code, for `agentlab-sched schedules sync --app tests.code_app.app`."""
+"""A Procrastinate app with a schedule defined in code, for
+`agentlab-sched schedules sync --app tests.support.code_app.app`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A Procrastinate app with periodic tasks, for `agentlab-sched import procrastinate --app tests.periodic_app.app`."""
+"""A Procrastinate app with periodic tasks, for
+`agentlab-sched import procrastinate --app tests.support.periodic_app.app`."""
 
 from __future__ import annotations
 
