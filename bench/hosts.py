@@ -2,7 +2,7 @@
 
     sudo python -m bench.hosts                          # N = 5000; K = 1, 2, 4, 8
     python -m bench.hosts -n 10000 --hosts 2 --hosts 4  # the counts to measure
-    python -m bench.hosts --save bench/results/hosts.json
+    python -m bench.hosts --save hosts.json
     python -m bench.hosts --citus --hosts 1 --hosts 2    # the same on a Citus coordinator, tables local
 
 Each host is a network namespace made with ``ip netns`` (bench/netns.py: its own address on a veth pair
