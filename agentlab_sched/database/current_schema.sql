@@ -49,6 +49,19 @@ CREATE TABLE agentlab_sched.schedule_options (
     positive boolean NOT NULL
 );
 
+-- The run and fire statuses (agentlab_sched/core/statuses.py): sql/01_statuses.sql makes the helpers
+-- run_is_open(), run_is_final(), run_is_active() and run_is_held() from it.
+CREATE TABLE agentlab_sched.statuses (
+    kind text NOT NULL CHECK (kind IN ('run', 'fire')),
+    status text NOT NULL,
+    position integer NOT NULL UNIQUE,
+    is_open boolean NOT NULL,
+    is_final boolean NOT NULL,
+    is_held boolean NOT NULL,
+    PRIMARY KEY (kind, status),
+    CONSTRAINT statuses_open_or_final_check CHECK (NOT (is_open AND is_final) AND (is_open OR NOT is_held))
+);
+
 -- ---------------------------------------------------------------------------------------------------
 -- Schedules.
 
@@ -245,6 +258,7 @@ CREATE TABLE agentlab_sched.runs (
     tally_pending text,
     -- How many times on_interrupt=retry ran this run again.
     interrupts integer NOT NULL DEFAULT 0,
+    -- The run statuses of agentlab_sched/core/statuses.py (tests/contract/test_statuses.py checks it).
     CONSTRAINT runs_status_check CHECK (status IN (
         'queued', 'running', 'awaiting_approval', 'suspended',
         'succeeded', 'failed', 'cancelled', 'timed_out')),
@@ -252,6 +266,9 @@ CREATE TABLE agentlab_sched.runs (
     CONSTRAINT runs_outcome_check CHECK (outcome IN ('succeeded', 'failed', 'aborted')),
     CONSTRAINT runs_tally_pending_check CHECK (tally_pending IN ('success', 'failure'))
 );
+-- The status lists of these partial indexes are literal (an index predicate is fixed when it is built);
+-- tests/contract/test_statuses.py checks each against agentlab_sched/core/statuses.py. The queries say the
+-- same with run_is_open() and the like, which PostgreSQL inlines, so the indexes serve them.
 CREATE INDEX runs_schedule_idx ON agentlab_sched.runs (schedule_id, created_at DESC);
 CREATE INDEX runs_job_idx ON agentlab_sched.runs (job_id);
 -- The open runs of a schedule (overlap).
@@ -290,6 +307,7 @@ CREATE TABLE agentlab_sched.fires (
     request_id bigint,
     CONSTRAINT fires_once UNIQUE (schedule_id, fire_at, kind),
     CONSTRAINT fires_kind_check CHECK (kind IN ('scheduled', 'misfire', 'manual', 'backfill')),
+    -- The fire statuses of agentlab_sched/core/statuses.py (tests/contract/test_statuses.py checks it).
     CONSTRAINT fires_status_check CHECK (status IN (
         'started', 'skipped_overlap', 'skipped_misfire', 'failed_to_start'))
 );

@@ -5,6 +5,7 @@
 - ``migrations/``: forward-only, ordered by file name, each recorded with a checksum; an applied file
   that changed afterwards is refused.
 - ``sql/``: functions, triggers and views (CREATE OR REPLACE), re-applied every time.
+- The run and fire statuses (``core/statuses.py``), before ``sql/`` (which makes helpers from them).
 - The message catalogue, the error registry (``errors.py``), the schedule options
   (``core/options.py``) and the deployment settings the database renders and validates with.
 
@@ -23,7 +24,7 @@ from typing import Any
 import psycopg
 
 from agentlab_sched import errors, limits, messages
-from agentlab_sched.core import options
+from agentlab_sched.core import options, statuses
 from agentlab_sched.database import queries, upstream
 from agentlab_sched.errors import SchedError
 from agentlab_sched.settings import Settings
@@ -84,6 +85,9 @@ def migrate(
             applied = {r["name"]: r["checksum"] for r in queries.rows_sync(conn, "applied_migrations")}
             _procrastinate(conn, applied, report)
             _ours(conn, applied, report)
+            # Before sql/: its 01_statuses.sql makes run_is_open() and the like from this table.
+            queries.execute_sync(conn, "clear_statuses")
+            queries.execute_many_sync(conn, "insert_status", statuses.catalog_rows())
             for path in sorted(SQL_DIR.glob("*.sql")):
                 queries.run_script_sync(conn, path.read_text(encoding="utf-8"))
                 report.sql_files.append(path.name)
@@ -98,6 +102,7 @@ def fingerprint() -> str:
     Recorded by every migrate, so that `doctor` can tell a database migrated by an older version."""
     parts = [path.read_text(encoding="utf-8") for path in sorted(SQL_DIR.glob("*.sql"))]
     parts += ["\t".join(row) for row in messages.catalog_rows()]
+    parts += ["\t".join(map(str, row)) for row in statuses.catalog_rows()]
     return checksum("\n".join(parts))
 
 

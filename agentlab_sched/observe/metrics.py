@@ -32,6 +32,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from psycopg.rows import dict_row
 
+from agentlab_sched.core.statuses import OPEN_RUN_STATUSES
 from agentlab_sched.database import queries
 from agentlab_sched.errors import ValidationError
 from agentlab_sched.observe import events
@@ -43,7 +44,6 @@ logger = logging.getLogger(__name__)
 #: Lateness buckets (seconds): on time is under a second; a minute late is an incident.
 LATENESS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0)
 TICK = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-OPEN_STATUSES = ("queued", "running", "awaiting_approval", "suspended")
 
 
 class _DatabaseCollector(Collector):
@@ -78,7 +78,7 @@ class _DatabaseCollector(Collector):
         if row is None:
             return
         runs = GaugeMetricFamily("agentlab_sched_runs", "Runs not ended, by status", labels=["status"])
-        for status in OPEN_STATUSES:
+        for status in OPEN_RUN_STATUSES:
             runs.add_metric([status], float(row["runs"].get(status, 0)))
         yield runs
         gauges = (

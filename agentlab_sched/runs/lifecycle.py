@@ -31,6 +31,7 @@ import psycopg
 from agentlab_sched import errors, messages
 from agentlab_sched._plain import plain
 from agentlab_sched.core import durations
+from agentlab_sched.core.statuses import FINAL_RUNS, FIRE_STATUSES, RUN_STATUSES
 from agentlab_sched.database import queries
 from agentlab_sched.errors import SchedError, ValidationError
 from agentlab_sched.runs.context import Approval
@@ -59,10 +60,6 @@ __all__ = [
     "reset_session",
     "resume",
 ]
-
-RUN_STATUSES = ("queued", "running", "awaiting_approval", "suspended", "succeeded", "failed", "cancelled", "timed_out")
-FIRE_STATUSES = ("started", "skipped_overlap", "skipped_misfire", "failed_to_start")
-TERMINAL = ("succeeded", "failed", "cancelled", "timed_out")
 
 
 @dataclass(frozen=True)
@@ -111,7 +108,7 @@ class Run:
 
     @property
     def terminal(self) -> bool:
-        return self.status in TERMINAL
+        return self.status in FINAL_RUNS
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data for ``--json`` and scripts: times in ISO 8601, durations in seconds."""

@@ -97,6 +97,15 @@ INSERT INTO agentlab_sched.schedule_options (position, name, sql_type, default_v
                                              choices, min_value, max_value, max_length, one_word, positive)
 VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 
+-- name: clear_statuses
+-- The run and fire statuses are written anew by every migrate.
+DELETE FROM agentlab_sched.statuses
+
+-- name: insert_status
+-- One status (the columns of core/statuses.catalog_rows()).
+INSERT INTO agentlab_sched.statuses (kind, status, position, is_open, is_final, is_held)
+VALUES (%s, %s, %s, %s, %s, %s)
+
 -- name: set_config
 -- A deployment setting the database reads without an environment (locale, on-time window).
 INSERT INTO agentlab_sched.config (key, value) VALUES (%(key)s, %(value)s)

@@ -20,7 +20,7 @@ SELECT agentlab_sched.doctor_facts() AS facts
 SELECT
     (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb) FROM (
         SELECT status, count(*) AS n FROM agentlab_sched.runs
-        WHERE status IN ('queued', 'running', 'awaiting_approval', 'suspended') GROUP BY status) r) AS runs,
+        WHERE agentlab_sched.run_is_open(status) GROUP BY status) r) AS runs,
     (SELECT count(*) FROM agentlab_sched.outbox WHERE status = 'pending') AS backlog,
     (SELECT count(*) FROM agentlab_sched.outbox WHERE status = 'pending' AND attempts > 0) AS retrying,
     (SELECT coalesce(extract(epoch FROM clock_timestamp() - min(created_at)), 0)

@@ -301,7 +301,7 @@ BEGIN
     IF code IS NULL THEN
         IF s.overlap = 'skip' THEN
             SELECT r.id, r.status INTO blocking FROM agentlab_sched.runs r
-            WHERE r.schedule_id = s.id AND r.status IN ('queued', 'running', 'awaiting_approval', 'suspended')
+            WHERE r.schedule_id = s.id AND agentlab_sched.run_is_open(r.status)
             ORDER BY r.created_at DESC LIMIT 1;
             IF FOUND THEN
                 code := CASE blocking.status WHEN 'awaiting_approval' THEN 'overlap.awaiting_approval'
@@ -417,17 +417,17 @@ BEGIN
     PERFORM 1 FROM public.procrastinate_jobs j
     WHERE j.id IN (SELECT job_id FROM agentlab_sched.runs
                    WHERE schedule_id = sid AND job_id IS NOT NULL
-                     AND status IN ('queued', 'running', 'awaiting_approval', 'suspended'))
+                     AND agentlab_sched.run_is_open(status))
     ORDER BY j.id FOR UPDATE NOWAIT;
     FOR r IN SELECT x.id, x.job_id, x.status, j.status::text AS job_status FROM agentlab_sched.runs x
              LEFT JOIN public.procrastinate_jobs j ON j.id = x.job_id
-             WHERE x.schedule_id = sid AND x.status IN ('queued', 'running', 'awaiting_approval', 'suspended')
+             WHERE x.schedule_id = sid AND agentlab_sched.run_is_open(x.status)
              ORDER BY x.id FOR UPDATE OF x NOWAIT LOOP
         UPDATE agentlab_sched.runs SET abort_reason = code, error = agentlab_sched.msg(code), error_code = code
         WHERE id = r.id;
-        IF r.status IN ('awaiting_approval', 'suspended') THEN
+        IF agentlab_sched.run_is_held(r.status) THEN
             UPDATE agentlab_sched.runs SET status = 'cancelled', finished_at = now(), deadline_at = NULL
-            WHERE id = r.id AND status IN ('awaiting_approval', 'suspended');
+            WHERE id = r.id AND agentlab_sched.run_is_held(status);
         END IF;
         IF r.status = 'suspended' AND r.job_status = 'doing' THEN
             PERFORM public.procrastinate_finish_job_v1(r.job_id, 'aborted', false);
@@ -541,7 +541,7 @@ BEGIN
                    AND (s.overlap <> 'skip' OR NOT EXISTS (
                            SELECT 1 FROM agentlab_sched.runs r
                            WHERE r.schedule_id = s.id
-                             AND r.status IN ('queued', 'running', 'awaiting_approval', 'suspended')))
+                             AND agentlab_sched.run_is_open(r.status)))
                    AND NOT EXISTS (SELECT 1 FROM agentlab_sched.fires f
                                    WHERE f.schedule_id = s.id AND f.fire_at = p.at AND f.kind = p.kind)))
     )

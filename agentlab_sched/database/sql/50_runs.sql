@@ -230,7 +230,7 @@ BEGIN
         ended := coalesce(r.outcome, 'removed_running');
     END IF;
 
-    IF r.status IN ('succeeded', 'failed', 'cancelled', 'timed_out') THEN
+    IF agentlab_sched.run_is_final(r.status) THEN
         -- Ended: only a Procrastinate retry of its job (procrastinate retry) brings it back.
         next_status := CASE WHEN ended = 'todo' THEN 'queued' END;
     ELSIF r.status = 'awaiting_approval' THEN
@@ -290,9 +290,9 @@ BEGIN
         tally_pending = pending,
         started_at = CASE WHEN next_status = 'running' THEN coalesce(x.started_at, now()) ELSE x.started_at END,
         deadline_at = CASE WHEN next_status = 'running' AND x.timeout IS NOT NULL THEN now() + x.timeout
-                           WHEN next_status IN ('succeeded', 'failed', 'cancelled', 'timed_out') THEN NULL
+                           WHEN agentlab_sched.run_is_final(next_status) THEN NULL
                            ELSE x.deadline_at END,
-        finished_at = CASE WHEN next_status IN ('succeeded', 'failed', 'cancelled', 'timed_out') THEN now()
+        finished_at = CASE WHEN agentlab_sched.run_is_final(next_status) THEN now()
                            ELSE NULL END,
         error = CASE WHEN code IS NOT NULL THEN agentlab_sched.msg(code, params)
                      WHEN next_status = 'timed_out' THEN coalesce(x.error, agentlab_sched.msg(
@@ -304,7 +304,7 @@ BEGIN
                           WHEN next_status = 'timed_out' THEN coalesce(x.error_code, 'run.timed_out')
                           WHEN next_status IN ('queued', 'running', 'succeeded') THEN NULL
                           ELSE x.error_code END,
-        outcome = CASE WHEN next_status IN ('queued', 'running') THEN NULL ELSE x.outcome END,
+        outcome = CASE WHEN agentlab_sched.run_is_active(next_status) THEN NULL ELSE x.outcome END,
         -- The result of a body that returned after it was cancelled is discarded.
         result = CASE WHEN next_status = 'cancelled' THEN NULL ELSE x.result END,
         updated_at = now()

@@ -115,7 +115,7 @@ DECLARE
     tz text;
 BEGIN
     IF r.status <> 'awaiting_approval' THEN
-        IF r.status IN ('succeeded', 'failed', 'cancelled', 'timed_out') THEN
+        IF agentlab_sched.run_is_final(r.status) THEN
             PERFORM agentlab_sched.fail('run.already_ended', 'run_id', jsonb_build_object(
                 'run', agentlab_sched.run_ref(r.id), 'status', agentlab_sched.status_term('run', r.status)));
         END IF;
@@ -479,7 +479,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF r.status IN ('succeeded', 'failed', 'cancelled', 'timed_out') THEN
+    IF agentlab_sched.run_is_final(r.status) THEN
         PERFORM agentlab_sched.fail('run.already_ended', 'run_id', jsonb_build_object(
             'run', agentlab_sched.run_ref(r.id), 'status', agentlab_sched.status_term('run', r.status)));
     ELSIF r.status <> 'suspended' THEN
@@ -594,7 +594,7 @@ DECLARE
 BEGIN
     PERFORM agentlab_sched.check_decision(by, NULL, NULL);
     r := agentlab_sched.lock_run(run_id);
-    IF r.status IN ('succeeded', 'failed', 'cancelled', 'timed_out') THEN
+    IF agentlab_sched.run_is_final(r.status) THEN
         PERFORM agentlab_sched.fail('run.already_ended', 'run_id', jsonb_build_object(
             'run', agentlab_sched.run_ref(r.id), 'status', agentlab_sched.status_term('run', r.status)));
     END IF;
@@ -723,7 +723,7 @@ DECLARE
     n integer := 0;
 BEGIN
     FOR rid IN SELECT x.id FROM agentlab_sched.runs x
-               WHERE x.deadline_at <= now AND x.status IN ('queued', 'running')
+               WHERE x.deadline_at <= now AND agentlab_sched.run_is_active(x.status)
                ORDER BY x.deadline_at LOOP
         IF agentlab_sched.time_out_run(rid, now, abort_grace) IS NOT NULL THEN
             n := n + 1;
@@ -818,7 +818,7 @@ BEGIN
     cutoff := now - older_than;
     victims := ARRAY(
         SELECT r.id FROM agentlab_sched.runs r
-        WHERE r.status IN ('succeeded', 'failed', 'cancelled', 'timed_out') AND r.finished_at < cutoff
+        WHERE agentlab_sched.run_is_final(r.status) AND r.finished_at < cutoff
           AND NOT EXISTS (SELECT 1 FROM agentlab_sched.fires f
                           WHERE f.run_id = r.id
                             AND NOT EXISTS (SELECT 1 FROM agentlab_sched.fires n
@@ -874,7 +874,7 @@ BEGIN
                    WHERE a.run_id = NEW.id AND a.segment = OLD.segment AND a.status = 'approved') THEN
         NEW.segment := OLD.segment + 1;
     END IF;
-    IF NEW.status IN ('queued', 'running') AND NEW.status <> OLD.status THEN
+    IF agentlab_sched.run_is_active(NEW.status) AND NEW.status <> OLD.status THEN
         NEW.abort_reason := NULL;
         NEW.abort_requested_at := NULL;
         NEW.cancelled_by := NULL;

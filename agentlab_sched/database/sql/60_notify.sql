@@ -40,8 +40,8 @@ BEGIN
     END IF;
     -- One end per run: a terminal run set to another terminal status (a timed-out run whose task still
     -- returned) is not reported again.
-    IF TG_OP = 'UPDATE' AND OLD.status IN ('succeeded', 'failed', 'cancelled', 'timed_out')
-       AND NEW.status IN ('succeeded', 'failed', 'cancelled', 'timed_out') THEN
+    IF TG_OP = 'UPDATE' AND agentlab_sched.run_is_final(OLD.status)
+       AND agentlab_sched.run_is_final(NEW.status) THEN
         RETURN NULL;
     END IF;
     -- Without waiting on the schedules table (a job is being finished: a migration's LOCK TABLE must not
