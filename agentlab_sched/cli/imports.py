@@ -8,7 +8,6 @@ import psycopg
 import typer
 from psycopg import conninfo
 from psycopg.rows import dict_row
-from rich.table import Table
 from rich.text import Text
 
 from agentlab_sched.cli import common
@@ -47,6 +46,15 @@ def pg_cron_cmd(
     statement_timeout: Annotated[
         str, typer.Option("--statement-timeout", help="Cancel a command after this long (pg_cron has no limit).")
     ] = "24h",
+    map_database: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--map-database",
+            metavar="SOURCE=TARGET",
+            help="With --from another server: run the jobs of its database SOURCE in this server's TARGET.",
+            show_default=False,
+        ),
+    ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what it would do; write nothing.")] = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -55,13 +63,14 @@ def pg_cron_cmd(
     locale = common.state(ctx).locale
     if from_url is not None:
         _check_from(from_url)
+    mapping = _mapping(map_database or [])
 
     async def run(conn: psycopg.AsyncConnection[Any]) -> pg_cron.ImportReport:
         source = await _connect_from(from_url) if from_url else None
         try:
             return await pg_cron.import_jobs(
                 conn, source, enable=enable, unschedule=unschedule, run_as=run_as, timezone=timezone,
-                statement_timeout=limit, dry_run=dry_run, locale=locale,
+                statement_timeout=limit, dry_run=dry_run, locale=locale, database_map=mapping,
             )  # fmt: skip
         finally:
             if source is not None:
@@ -72,6 +81,32 @@ def pg_cron_cmd(
         common.print_json(report.as_dict())
         return
     _print_report(report, locale)
+
+
+def _mapping(values: list[str]) -> dict[str, str]:
+    """``--map-database SOURCE=TARGET`` options as a dict."""
+    found = {}
+    for value in values:
+        source, sep, target = value.partition("=")
+        if not sep or not source.strip() or not target.strip():
+            raise ValidationError("import.bad_map", "map_database", value=value)
+        found[source.strip()] = target.strip()
+    return found
+
+
+def _status(outcome: str, enabled: bool, dry_run: bool) -> str:
+    """The status word of one imported job (or periodic task): what was done, or in a dry run would be."""
+    if dry_run:
+        return {
+            "created": "cli.import.would_create_enabled" if enabled else "cli.import.would_create_paused",
+            "already": "cli.import.already",
+            "enabled": "cli.import.would_enable",
+        }[outcome]
+    return {
+        "created": "cli.import.created_enabled" if enabled else "cli.import.created_paused",
+        "already": "cli.import.already",
+        "enabled": "cli.import.enabled",
+    }[outcome]
 
 
 def _check_from(url: str) -> None:
@@ -101,17 +136,12 @@ def _print_report(report: pg_cron.ImportReport, locale: str) -> None:
     if not report.imported and not report.refused:
         out.print(Text(say("cli.import.none")))
     if report.imported:
-        table = Table(box=None, pad_edge=False, header_style="bold")
-        for title in ("jobid", "schedule", "cron", "database", "as", "status"):
-            table.add_column(title)
+        table = common.table(locale, "jobid", "schedule", "cron", "database", "run_as", "status")
         for item in report.imported:
-            status = {
-                "created": "cli.import.created_enabled" if item.enabled else "cli.import.created_paused",
-                "already": "cli.import.already",
-                "enabled": "cli.import.enabled",
-            }[item.outcome]
+            status = _status(item.outcome, item.enabled, report.dry_run)
             separator = "; " if locale == "en" else ";"
-            words = say(status) + (separator + say("cli.import.unscheduled") if item.unscheduled else "")
+            removed = "cli.import.would_unschedule" if report.dry_run else "cli.import.unscheduled"
+            words = say(status) + (separator + say(removed) if item.unscheduled else "")
             table.add_row(
                 str(item.jobid), Text(item.name), Text(item.cron), Text(item.database), Text(item.username), words
             )
@@ -119,7 +149,15 @@ def _print_report(report: pg_cron.ImportReport, locale: str) -> None:
     for refused in report.refused:
         out.print(Text(say("cli.import.refused", jobid=refused.jobid, name=refused.name, reason=refused.reason)))
     still = [i for i in report.imported if not i.unscheduled]
-    if still and not report.unschedule:
+    running = [i for i in still if i.enabled]
+    if running and not report.same_database and not report.dry_run:
+        # Both schedulers run these jobs now: the exact statement that stops pg_cron's copies, to copy.
+        out.print(Text(say("cli.import.unschedule_there", database=report.source_database), style="yellow"))
+        out.print(Text("SELECT " + ", ".join(f"cron.unschedule({i.jobid})" for i in running) + ";"))
+    elif still and not report.same_database and not report.dry_run:
+        out.print(Text(say("cli.import.unschedule_later", database=report.source_database)))
+        out.print(Text("SELECT " + ", ".join(f"cron.unschedule({i.jobid})" for i in still) + ";"))
+    elif still and not report.unschedule and report.same_database:
         calls = ", ".join(say("cli.import.unschedule_call", jobid=i.jobid) for i in still)
         out.print(Text(say("cli.import.next_steps", calls=calls)))
     if report.dry_run:
@@ -156,15 +194,9 @@ def procrastinate_cmd(
     if not report.imported and not report.refused:
         out.print(Text(say("cli.import_periodic.none")))
     if report.imported:
-        table = Table(box=None, pad_edge=False, header_style="bold")
-        for title in ("task", "schedule", "cron", "overlap", "status"):
-            table.add_column(title)
+        table = common.table(locale, "task", "schedule", "cron", "overlap", "status")
         for item in report.imported:
-            status = {
-                "created": "cli.import.created_enabled" if item.enabled else "cli.import.created_paused",
-                "already": "cli.import.already",
-                "enabled": "cli.import.enabled",
-            }[item.outcome]
+            status = _status(item.outcome, item.enabled, report.dry_run)
             table.add_row(Text(item.task), Text(item.name), Text(item.cron), item.overlap, say(status))
         out.print(table)
         for item in report.imported:

@@ -11,11 +11,16 @@ pg_cron in the same database) removes the pg_cron jobs in the transaction that e
 each job runs in exactly one scheduler at every moment. A job that cannot be translated (a cron text this
 language refuses, ``@reboot``, a superuser role, another host, a name taken by another schedule) is
 reported with the reason, and nothing of it is written; the others go ahead.
+
+A job read from **another server** (``source`` is not on this one) names a database of that server: it is
+refused unless ``database_map`` says which database of this server it runs in (``{"app": "app_copy"}``).
+``run_as`` and ``statement_timeout`` are checked once, before any job: a superuser, the schema's owner, a
+role that does not exist, or a timeout of zero are refused as a whole.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -91,6 +96,8 @@ class ImportReport:
     enable: bool
     unschedule: bool
     dry_run: bool
+    #: Whether pg_cron is in this database (its jobs can be removed here: --unschedule).
+    same_database: bool = True
     imported: list[Imported] = field(default_factory=list)
     refused: list[Refused] = field(default_factory=list)
 
@@ -114,6 +121,7 @@ async def import_jobs(
     statement_timeout: timedelta = DEFAULT_STATEMENT_TIMEOUT,
     dry_run: bool = False,
     locale: str | None = None,
+    database_map: dict[str, str] | None = None,
 ) -> ImportReport:
     """Make schedules of pg_cron's jobs (read from ``source``, default ``conn``'s database) in ``conn``'s.
 
@@ -122,6 +130,14 @@ async def import_jobs(
     the import as a whole cannot be done (no pg_cron, an unknown time zone, ``unschedule`` without
     ``enable`` or across databases).
     """
+    if statement_timeout <= timedelta(0):
+        raise ValidationError("import.statement_timeout_positive", "statement_timeout", value=str(statement_timeout))
+    if run_as is not None:
+        role = await queries.one(conn, "run_as_role", {"role": run_as})
+        if role is None:
+            raise ValidationError("import.run_as_unknown", "run_as", role=run_as)
+        if role["superuser"] or role["owner"]:
+            raise ValidationError("import.run_as_unusable", "run_as", role=run_as)
     if unschedule and not enable:
         raise ValidationError("import.unschedule_needs_enable", "unschedule")
     if unschedule and source is not None:
@@ -137,12 +153,31 @@ async def import_jobs(
         cronlib.check_timezone(zone)
     except ValidationError:
         raise ValidationError("import.bad_timezone", "timezone", value=zone) from None
-    report = ImportReport(setting["database"], zone, enable, unschedule, dry_run)
+    report = ImportReport(setting["database"], zone, enable, unschedule, dry_run, same_database=source is None)
+    other_server = source is not None and not await _same_server(conn, source)
     done = {row["imported_from"]: row for row in await queries.rows(conn, "imported_schedules")}
     async with conn.transaction(force_rollback=dry_run):
         for job in jobs:
+            if other_server:
+                mapped = (database_map or {}).get(job.database)
+                if mapped is None:
+                    reason = messages.render("import.other_server", locale, database=job.database)
+                    report.refused.append(Refused(job.jobid, job.name, "import.other_server", reason))
+                    continue
+                job = replace(job, database=mapped)
             await _one(conn, job, report, done, run_as, statement_timeout, locale)
     return report
+
+
+async def _same_server(conn: psycopg.AsyncConnection[Any], source: psycopg.AsyncConnection[Any]) -> bool:
+    """Whether ``source`` is a database of the server ``conn`` is on: the same system identifier (else the
+    same address and port)."""
+    here = await queries.one(conn, "server_identity")
+    there = await queries.one(source, "server_identity")
+    assert here is not None and there is not None
+    if here["system_identifier"] and there["system_identifier"]:
+        return bool(here["system_identifier"] == there["system_identifier"])
+    return (here["address"], here["port"]) == (there["address"], there["port"])
 
 
 async def _one(
@@ -180,6 +215,10 @@ async def _one(
                 )  # fmt: skip
                 await queries.execute(conn, "mark_imported", {"name": job.name, "source": key, "overlap": OVERLAP})
         except SchedError as err:
+            if err.code == "sql.not_allowed" and run_as is None:  # pg_cron's jobs often run as a superuser
+                report.refused.append(Refused(job.jobid, job.name, err.code, messages.render(
+                    "import.run_as_hint", locale, reason=err.message(locale))))  # fmt: skip
+                return None
             return refuse(err.code, **err.params)
         outcome, name = "created", job.name
     else:

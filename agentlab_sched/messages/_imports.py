@@ -19,6 +19,31 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "from: pg_cron is not installed in this database (no cron.job); give the database that has it with --from URL",
         "from:此数据库没有安装 pg_cron(没有 cron.job);请用 --from URL 指定安装了它的数据库",
     ),
+    "import.statement_timeout_positive": (
+        "--statement-timeout: {value} is not longer than zero; give how long a command may run (such as 1h)",
+        "--statement-timeout:{value} 不大于零;请给出命令最多可以运行多久(例如 1h)",
+    ),
+    "import.run_as_unknown": ("--run-as: there is no role {role}", "--run-as:没有角色 {role}"),
+    "import.run_as_unusable": (
+        "--run-as: {role} is a superuser or the owner of schema agentlab_sched, and a sql schedule may run as "
+        "neither; give a role of its own (docs/security.md)",
+        "--run-as:{role} 是超级用户或 agentlab_sched 模式的属主,sql 定时任务不能以这样的角色执行;"
+        "请指定一个专用角色(见 docs/security.md)",
+    ),
+    "import.run_as_hint": (
+        "{reason}; import it to run as another role with --run-as ROLE",
+        "{reason};可用 --run-as 角色 以其他角色导入",
+    ),
+    "import.other_server": (
+        "it runs in database {database} of the server pg_cron is on, not of this one; give "
+        "--map-database {database}=NAME to run it in this server's database NAME",
+        "它在 pg_cron 所在服务器的数据库 {database} 中执行,而不是本服务器;"
+        "请用 --map-database {database}=名称 指定在本服务器的哪个数据库执行",
+    ),
+    "import.bad_map": (
+        '--map-database: "{value}" is not SOURCE=TARGET (a database of pg_cron\'s server, one of this server)',
+        "--map-database:「{value}」不是 源=目标 的形式(pg_cron 所在服务器的数据库=本服务器的数据库)",
+    ),
     "import.bad_from": (
         '--from: "{value}" is not a PostgreSQL URL or connection string (such as postgresql://user@host/db)',
         "--from:「{value}」不是 PostgreSQL 的 URL 或连接串(例如 postgresql://user@host/db)",
@@ -65,6 +90,23 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "pg_cron job {jobid} ({name}) not imported: {reason}",
         "pg_cron 任务 {jobid}({name})未导入:{reason}",
     ),
+    "cli.import.would_create_paused": ("would import, paused", "将导入,暂停"),
+    "cli.import.would_create_enabled": ("would import, enabled", "将导入,启用"),
+    "cli.import.would_enable": ("imported before, would enable", "此前已导入,将启用"),
+    "cli.import.would_unschedule": ("would remove from pg_cron", "将从 pg_cron 删除"),
+    "cli.import.unschedule_there": (
+        "pg_cron still runs these jobs in database {database}, so both schedulers run them: run this in "
+        "pg_cron's database to stop pg_cron's copies:",
+        "pg_cron 仍在数据库 {database} 中执行这些任务,两个调度器都会执行它们:请在 pg_cron 所在数据库执行下面的语句"
+        "以停止 pg_cron 中的任务:",
+    ),
+    "cli.import.unschedule_later": (
+        "pg_cron still runs these jobs in database {database}; once the schedules are enabled, run this there:",
+        "pg_cron 仍在数据库 {database} 中执行这些任务;启用定时任务后,请在该数据库执行:",
+    ),
+    "cli.col.jobid": ("jobid", "pg_cron 任务编号"),
+    "cli.col.database": ("database", "数据库"),
+    "cli.col.run_as": ("as", "执行角色"),
     "cli.import.dry_run": (
         "dry run: nothing was written",
         "试运行:没有写入任何内容",

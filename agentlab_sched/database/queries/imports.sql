@@ -26,3 +26,16 @@ SELECT name, imported_from, enabled FROM agentlab_sched.schedules WHERE imported
 -- name: mark_imported
 -- Record where schedule %(name)s came from (%(source)s) and give it pg_cron's overlap (%(overlap)s).
 SELECT agentlab_sched.mark_imported(%(name)s::text, %(source)s::text, %(overlap)s::text)
+
+-- name: run_as_role
+-- Role %(role)s (given with --run-as): whether it is a superuser and whether it owns schema agentlab_sched
+-- (a sql schedule may run as neither); no row when there is no such role.
+SELECT r.rolsuper AS superuser, r.oid = n.nspowner AS owner
+FROM pg_catalog.pg_roles r LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = 'agentlab_sched'
+WHERE r.rolname = %(role)s
+
+-- name: server_identity
+-- Which server this is: its system identifier (the same on every database of one server), with the
+-- address and port the connection reached as a second opinion.
+SELECT (SELECT s.system_identifier::text FROM pg_catalog.pg_control_system() s) AS system_identifier,
+       coalesce(host(inet_server_addr()), '') AS address, inet_server_port() AS port
