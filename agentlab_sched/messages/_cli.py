@@ -311,6 +311,16 @@ MESSAGES.update(
             "refused: every recent fire of {name} was refused; last reason: {reason}",
             "被拒绝:{name} 最近的每次触发都被拒绝;最近的原因:{reason}",
         ),
+        "doctor.pg_cron_double": (
+            "runs twice: pg_cron job {jobid} is still active and so is schedule {schedule} imported from it; "
+            "run SELECT cron.unschedule({jobid}); (or pause the schedule)",
+            "重复执行:pg_cron 任务 {jobid} 仍然启用,由它导入的定时任务 {schedule} 也已启用;"
+            "请执行 SELECT cron.unschedule({jobid});(或暂停该定时任务)",
+        ),
+        "doctor.unseen_pg_cron": (
+            "pg_cron: not checked (this role may not read cron.job)",
+            "pg_cron:未检查(此角色无权读取 cron.job)",
+        ),
         "doctor.tasks_no_worker": (
             "tasks: not checked (no live worker; what stopped workers registered does not count)",
             "任务:未检查(没有在线 worker;已停止的 worker 注册的任务不算)",

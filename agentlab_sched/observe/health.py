@@ -87,6 +87,7 @@ async def examine(
     findings += _workers(facts, facts.get("tick_queue") or settings.scheduler_queue)
     findings += _clocks(facts, here_skew)
     findings += _schedules(facts)
+    findings += await _pg_cron_doubles(conn)
     findings.append(_runs(facts))
     findings += _requests(facts)
     findings += _notifications(facts)
@@ -312,6 +313,21 @@ def _schedules(facts: Mapping[str, Any]) -> list[Finding]:
     elif facts.get("enabled"):
         found.append(Finding("tasks", "ok", "doctor.tasks_ok"))
     return found
+
+
+async def _pg_cron_doubles(conn: psycopg.AsyncConnection[Any]) -> list[Finding]:
+    """pg_cron (in this database) still runs jobs whose imported schedules are enabled: each runs twice."""
+    try:
+        if not await queries.value(conn, "pg_cron_present"):
+            return []
+        doubles = await queries.rows(conn, "pg_cron_doubles")
+    except psycopg.errors.InsufficientPrivilege:
+        return [Finding("pg_cron", "info", "doctor.unseen_pg_cron")]
+    return [
+        Finding("pg_cron", "warning", "doctor.pg_cron_double",
+                {"jobid": d["jobid"], "schedule": d["schedule"]}, (dict(d),))
+        for d in doubles
+    ]  # fmt: skip
 
 
 def _runs(facts: Mapping[str, Any]) -> Finding:

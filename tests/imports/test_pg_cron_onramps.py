@@ -153,3 +153,30 @@ def check_mapped(db_url: str, here: str, stdout: str, ids: dict[str, int]) -> No
         "database to stop pg_cron's copies:"
     )
     assert "--enable --unschedule" not in stdout
+
+
+def test_doctor_warns_while_a_pg_cron_job_and_its_enabled_schedule_both_run(pg_cron_url: str) -> None:
+    migrate(pg_cron_url)
+    ids = jobids(pg_cron_url)
+    with psycopg.connect(pg_cron_url, autocommit=True) as c:
+        c.execute("CREATE ROLE doubled LOGIN") if not c.execute(
+            "SELECT 1 FROM pg_roles WHERE rolname = 'doubled'").fetchone() else None  # fmt: skip
+        c.execute("SELECT cron.schedule_in_database('twice', '0 7 * * *', 'SELECT 7', 'postgres', 'doubled')")
+    twice = jobids(pg_cron_url)["twice"]
+    result = cli(pg_cron_url, "import", "pg-cron", "--enable")
+    assert result.exit_code == 0, result.output
+    report = json.loads(cli(pg_cron_url, "doctor", "--json").stdout)
+    doubles = [f for f in report["findings"] if f["code"] == "doctor.pg_cron_double"]
+
+    def line(jobid: int, name: str) -> str:
+        return (f"runs twice: pg_cron job {jobid} is still active and so is schedule {name} imported from it; run "
+                f"SELECT cron.unschedule({jobid}); (or pause the schedule)")  # fmt: skip
+
+    assert [(f["level"], f["message"]) for f in doubles] == [
+        ("warning", line(ids["purge-app"], "purge-app")),
+        ("warning", line(twice, "twice")),
+    ]
+    with psycopg.connect(pg_cron_url, autocommit=True) as c:
+        c.execute("SELECT cron.unschedule(%s), cron.unschedule(%s)", (twice, ids["purge-app"]))
+    report = json.loads(cli(pg_cron_url, "doctor", "--json").stdout)
+    assert [f for f in report["findings"] if f["code"] == "doctor.pg_cron_double"] == []

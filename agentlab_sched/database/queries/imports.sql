@@ -39,3 +39,12 @@ WHERE r.rolname = %(role)s
 -- address and port the connection reached as a second opinion.
 SELECT (SELECT s.system_identifier::text FROM pg_catalog.pg_control_system() s) AS system_identifier,
        coalesce(host(inet_server_addr()), '') AS address, inet_server_port() AS port
+
+-- name: pg_cron_doubles
+-- Active pg_cron jobs (pg_cron in this database) whose imported schedule is enabled too: both schedulers
+-- run them.
+SELECT j.jobid, coalesce(j.jobname, '') AS jobname, s.name AS schedule
+FROM cron.job j JOIN agentlab_sched.schedules s
+  ON s.imported_from = 'pg_cron job ' || j.jobid || ' in database ' || current_database()
+WHERE j.active AND s.enabled
+ORDER BY j.jobid
