@@ -315,6 +315,7 @@ def add_sql_cmd(
         common.say(ctx, "cli.updated", name=s.name, version=s.version, next=_next_text(s, locale))
     else:
         common.say(ctx, "cli.added", name=s.name, id=s.id, next=_next_text(s, locale))
+    common.say(ctx, "sql.runs_as", username=s.inputs["username"], database=s.inputs["database"])
 
 
 @schedules_app.command("sync")

@@ -38,11 +38,42 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "sql:{message}(SQLSTATE {sqlstate}),数据库 {database},角色 {username}",
     ),
     "sql.cannot_connect": (
-        "sql: cannot connect to database {database} as the worker's role: {message}",
-        "sql:无法以 worker 的角色连接数据库 {database}:{message}",
+        "sql: the worker cannot connect to database {database} as {username}: {message}. The command runs on a "
+        "connection made as {username}: the role needs LOGIN and CONNECT on {database}, and the worker's host a "
+        "way to log in as it: a line for {username} in the worker's passfile (PGPASSFILE or ~/.pgpass: "
+        "host:port:{database}:{username}:password), or a trust, peer or cert rule for it in pg_hba.conf "
+        "(docs/security.md)",
+        "sql:worker 无法以 {username} 身份连接数据库 {database}:{message}。命令在以 {username} 身份建立的连接上"
+        "执行:该角色需要 LOGIN 权限和数据库 {database} 的 CONNECT 权限,worker 所在主机还需要能以它的身份登录:"
+        "在 worker 的 passfile(PGPASSFILE 或 ~/.pgpass,格式 host:port:{database}:{username}:password)中为 "
+        "{username} 写一行,或在 pg_hba.conf 中为它配置 trust、peer 或 cert 规则(见 docs/security.md)",
     ),
-    "sql.cannot_set_role": (
-        "sql: the worker's role {worker} cannot act as {username} ({message}); grant it: GRANT {username} TO {worker}",
-        "sql:worker 的角色 {worker} 无法切换为 {username}({message});请授权:GRANT {username} TO {worker}",
+    "sql.timed_out": (
+        "sql: the command ran longer than its statement_timeout ({timeout}) and the worker stopped it "
+        "(SQLSTATE 57014) in database {database} as {username}",
+        "sql:命令运行超过语句超时({timeout}),已被 worker 中止(SQLSTATE 57014),数据库 {database},角色 {username}",
+    ),
+    "sql.cannot_login": (
+        "username: {value} may not log in, and a SQL schedule's command runs on a connection made as its role: "
+        "ALTER ROLE {value} LOGIN, and give the worker's host a way to log in as it (a passfile line, or a "
+        "trust, peer or cert rule in pg_hba.conf: docs/security.md)",
+        "「执行角色」:{value} 不能登录,而 SQL 任务的命令在以该角色身份建立的连接上执行:请执行 ALTER ROLE {value} "
+        "LOGIN,并让 worker 所在主机能以它的身份登录(passfile 中的一行,或 pg_hba.conf 中的 trust、peer 或 cert "
+        "规则;见 docs/security.md)",
+    ),
+    "sql.no_connect": (
+        "database: {who} may not connect to database {value} (it needs CONNECT: GRANT CONNECT ON DATABASE "
+        "{value} TO {who})",
+        "「数据库」:{who} 无权连接数据库 {value}(需要 CONNECT 权限:GRANT CONNECT ON DATABASE {value} TO {who})",
+    ),
+    "sql.runs_as": (
+        "the worker runs it on a connection made as {username} to database {database}: {username} needs LOGIN, "
+        "and each worker's host a way to log in as it, configured by the operator (a line "
+        "host:port:{database}:{username}:password in the worker's passfile, PGPASSFILE or ~/.pgpass, or a trust, "
+        "peer or cert rule in pg_hba.conf); without one the run fails saying so (docs/security.md)",
+        "worker 会以 {username} 身份连接数据库 {database} 来执行它:{username} 需要 LOGIN 权限,且每台 worker 主机"
+        "需要由运维配置以它的身份登录的方式(在 worker 的 passfile(PGPASSFILE 或 ~/.pgpass)中写一行 "
+        "host:port:{database}:{username}:password,或在 pg_hba.conf 中配置 trust、peer 或 cert 规则);"
+        "没有配置时运行失败并说明原因(见 docs/security.md)",
     ),
 }

@@ -333,9 +333,13 @@ MESSAGES.update(
         ),
         "roles.done": (
             "roles created: {created}; already there: {existing}; privileges granted. Give them to login roles, "
-            "e.g. CREATE ROLE alice LOGIN PASSWORD '...' IN ROLE {admin}",
+            "e.g. CREATE ROLE alice LOGIN PASSWORD '...' IN ROLE {admin}. A SQL schedule's command runs on a "
+            "connection the worker makes as the schedule's role: such roles need LOGIN, and the worker's host a "
+            "way to log in as them (its passfile, or a trust, peer or cert rule: docs/security.md)",
             "已创建角色:{created};已存在:{existing};权限已授予。请把它们授予登录角色,例如 "
-            "CREATE ROLE alice LOGIN PASSWORD '...' IN ROLE {admin}",
+            "CREATE ROLE alice LOGIN PASSWORD '...' IN ROLE {admin}。SQL 定时任务的命令在 worker 以该任务的角色身份"
+            "建立的连接上执行:这些角色需要 LOGIN 权限,worker 所在主机也需要能以它们的身份登录(passfile,或 trust、"
+            "peer、cert 规则;见 docs/security.md)",
         ),
         "roles.public_create": (
             "warning: {who} may create objects in schema public, where Procrastinate lives; such a role can plant "

@@ -111,7 +111,7 @@ async def test_pg_cron_monitoring_queries_read_our_schedules_and_fires(conn: Con
 async def test_a_sql_schedule_reads_as_pg_cron_would_show_it(conn: Conn, db_url: str) -> None:
     role = "compat_reporting"
     await conn.execute(f"DROP ROLE IF EXISTS {role}")
-    await conn.execute(f"CREATE ROLE {role}")
+    await conn.execute(f"CREATE ROLE {role} LOGIN")  # a sql schedule's role logs in
     try:
         s = await admin.schedule_sql(conn, "vacuum", "0 3 * * *", "VACUUM", username=role, enabled=False)
         cur = await conn.execute("SELECT * FROM cron.job WHERE jobname = 'vacuum'")

@@ -77,6 +77,19 @@ BEGIN
         PERFORM agentlab_sched.fail('sql.not_allowed', 'username', jsonb_build_object(
             'value', inputs ->> 'username', 'user', session_user::text));
     END IF;
+    -- The worker runs the command on a connection made as the role (tasks/sql.py): it must be able to log
+    -- in, and it and the author must be allowed into the database (the connection enforces it again).
+    IF NOT (SELECT r.rolcanlogin FROM pg_catalog.pg_roles r WHERE r.rolname = inputs ->> 'username') THEN
+        PERFORM agentlab_sched.fail('sql.cannot_login', 'username', jsonb_build_object('value', inputs ->> 'username'));
+    END IF;
+    IF NOT pg_catalog.has_database_privilege(session_user, inputs ->> 'database', 'CONNECT') THEN
+        PERFORM agentlab_sched.fail('sql.no_connect', 'database', jsonb_build_object(
+            'value', inputs ->> 'database', 'who', session_user::text));
+    END IF;
+    IF NOT pg_catalog.has_database_privilege(inputs ->> 'username', inputs ->> 'database', 'CONNECT') THEN
+        PERFORM agentlab_sched.fail('sql.no_connect', 'database', jsonb_build_object(
+            'value', inputs ->> 'database', 'who', inputs ->> 'username'));
+    END IF;
 END
 $$;
 
