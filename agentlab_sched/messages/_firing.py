@@ -91,6 +91,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "backfill: {field} {value} is outside the range a backfill can cover ({min} to {max}, UTC)",
         "补跑:「{field}」{value} 超出补跑可覆盖的范围({min} 至 {max},UTC)",
     ),
+    "trigger.no_free_instant": (
+        'schedule "{name}": no free instant for a manual fire after {tries} tries; a trigger on '
+        "agentlab_sched.fire_requests that sets fire_at would do that (each request needs an instant of its own)",
+        "定时任务「{name}」:尝试 {tries} 次仍找不到可用的手动触发时刻;agentlab_sched.fire_requests 上修改 fire_at "
+        "的触发器会导致这种情况(每个请求需要各自的时刻)",
+    ),
     "trigger.paused": (
         'schedule "{name}" is paused; resume it first, or fire it anyway with even_if_paused (CLI: --even-if-paused)',
         "定时任务「{name}」已暂停;请先恢复,或明确要求暂停时也触发(even_if_paused,命令行 --even-if-paused)",

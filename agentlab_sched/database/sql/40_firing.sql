@@ -772,6 +772,7 @@ DECLARE
     on_now boolean;
     rid bigint;
     at timestamptz := clock_timestamp();
+    tries integer := 0;
 BEGIN
     SELECT s.id, s.enabled INTO sid, on_now FROM agentlab_sched.schedules s WHERE s.name = trigger.name;
     IF sid IS NULL THEN
@@ -792,7 +793,14 @@ BEGIN
         PERFORM agentlab_sched.check_task_inputs(
             (SELECT s.task FROM agentlab_sched.schedules s WHERE s.id = sid), inputs);
     END IF;
+    -- Bounded: an instant taken moves it on by a microsecond, but a trigger of the operator's on the requests
+    -- table that pins fire_at would make every attempt collide, and the loop would never end.
     LOOP
+        tries := tries + 1;
+        IF tries > 1000 THEN
+            PERFORM agentlab_sched.fail('trigger.no_free_instant', 'name',
+                                        jsonb_build_object('name', trigger.name, 'tries', tries - 1));
+        END IF;
         IF NOT EXISTS (SELECT 1 FROM agentlab_sched.fires f
                        WHERE f.schedule_id = sid AND f.fire_at = at AND f.kind = 'manual') THEN
             INSERT INTO agentlab_sched.fire_requests (schedule_id, kind, fire_at, inputs, requested_by, even_if_paused)
