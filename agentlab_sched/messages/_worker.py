@@ -217,6 +217,11 @@ MESSAGES.update(
         "log.warning": ("warning", "警告"),
         "log.error": ("error", "错误"),
         "log.critical": ("critical", "严重错误"),
+        "worker.standby": (
+            "the database ({database}) is a read-only hot standby (in recovery): a worker writes (it fires, runs "
+            "jobs and reports itself), so run it against the primary",
+            "数据库({database})是只读的热备库(正在恢复中):worker 需要写入(触发、运行作业、上报自身),请让它连接主库",
+        ),
         "worker.listen_pooled": (
             "the worker's LISTEN connection ({url}) hears no NOTIFY: it goes through a transaction pooler "
             "(PgBouncer with pool_mode = transaction?), where LISTEN never wakes anyone. Give the worker a direct "

@@ -23,6 +23,7 @@ import procrastinate
 from procrastinate import PsycopgConnector
 
 from agentlab_sched import database as db
+from agentlab_sched.database import queries
 from agentlab_sched.database.connections import display_url, listen_delivers, scheduler_connection
 from agentlab_sched.database.reconnect import Backoff, describe, is_transient, retrying
 from agentlab_sched.errors import SchedError
@@ -128,6 +129,8 @@ async def run_worker(
     stopped_at: float | None = None
     try:
         if not await _until_stopped(_open(app), stop):
+            return True
+        if not await _until_stopped(_check_primary(app, url), stop):
             return True
         if not await _until_stopped(_register(app, settings), stop):
             return True
@@ -251,6 +254,18 @@ async def _register(app: procrastinate.App, settings: Settings) -> None:
             await register_app_tasks(app, conn, force=True)
 
     await retrying(register, what="registering the app's tasks", logger=logger)
+
+
+async def _check_primary(app: procrastinate.App, url: str) -> None:
+    """Raise ``worker.standby`` when the database is a hot standby: a worker writes from its first statement
+    (it registers its tasks), which a standby refuses with a bare "read-only transaction"."""
+
+    async def in_recovery() -> bool:
+        row = await queries.connector_one(app.connector, "in_recovery")
+        return bool(row["in_recovery"])
+
+    if await retrying(in_recovery, what="checking the database", logger=logger):
+        raise SchedError("worker.standby", database=display_url(url))
 
 
 async def _check_listen(url: str) -> None:

@@ -108,5 +108,8 @@ def test_the_standby_refusal_in_chinese(replicated: Any) -> None:
 def test_a_worker_on_the_standby_says_so(replicated: Any) -> None:
     _, standby, name = replicated
     result = cli(standby.url(name), "worker", "--quiet")
-    assert result.exit_code == 1
-    assert STANDBY_EN in result.stderr and "Traceback" not in result.stderr
+    assert result.exit_code == 2
+    assert "is a read-only hot standby (in recovery): a worker writes" in result.stderr
+    assert "Traceback" not in result.stderr
+    chinese = cli(standby.url(name), "worker", "--quiet", locale="zh-CN")
+    assert chinese.exit_code == 2 and "是只读的热备库(正在恢复中):worker 需要写入" in chinese.stderr

@@ -145,4 +145,4 @@ UNLISTEN {channel}
 
 -- name: in_recovery
 -- Is this server a standby (a command that wrote was refused: say why).
-SELECT pg_is_in_recovery()
+SELECT pg_is_in_recovery() AS in_recovery
