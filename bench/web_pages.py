@@ -3,12 +3,13 @@
     python -m bench.web_pages                                  # 100,000 schedules, 1,000,000 fires
     python -m bench.web_pages --schedules 10000 --fires 100000 --requests 30
 
-Loads the schedules (planned, daily) and the ledger (fires spread over them, a skip reason on one in three,
-a run for one in ten) into a fresh database on the benchmark server (PostgreSQL 15 where installed), VACUUM
-ANALYZEs it, then renders each page ``--requests`` times in-process (Starlette's test client: the whole
-request, the database included, but no network) signed in as the local role, after one warm-up render. The
-target: every page under 100 ms at p95. /load evaluates the crons of the enabled schedules in Python (at most
-``LOAD_SCHEDULES`` of them) and keeps the result for the minute: its first render is reported apart.
+Loads the schedules (planned, daily, at 1,440 different times) and the ledger (fires spread over them,
+a skip reason on one in three, a run for one in ten) into a fresh database on the benchmark server
+(PostgreSQL 15 where installed), VACUUM ANALYZEs it, then renders each page ``--requests`` times in-process
+(Starlette's test client: the whole request, the database included, but no network) signed in as the local
+role, after one warm-up render. The target: every page under 100 ms at p95. /load evaluates the crons of the
+enabled schedules in Python (once per group of schedules with the same cron, zone and window) and keeps the
+result for the minute: its first render is reported apart.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from starlette.testclient import TestClient
 
 from agentlab_sched.settings import Settings
 from agentlab_sched.web import WebConfig, create_app
-from agentlab_sched.web.dashboard import LOAD_SCHEDULES
+from agentlab_sched.web.dashboard import LOAD_GROUPS
 
 from . import common
 
@@ -30,7 +31,13 @@ from . import common
 def _load(url: str, schedules: int, fires: int) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         common.insert_schedules(conn, schedules, cron="0 9 * * *", next_run_at=None, prefix="web")
-        conn.execute("UPDATE agentlab_sched.schedules SET next_run_at = date_trunc('day', now()) + interval '33 hours'")
+        # 1,440 distinct daily times (the load page evaluates each once), planned for tomorrow.
+        conn.execute(
+            """UPDATE agentlab_sched.schedules SET cron = (id %% 60) || ' ' || (id / 60 %% 24) || ' * * *',
+                      next_run_at = date_trunc('day', now()) + interval '1 day'
+                                    + (id / 60 %% 24) * interval '1 hour' + (id %% 60) * interval '1 minute',
+                      replan = NULL"""
+        )
         # Fires spread over the schedules, one a minute back in time per schedule; a run for one in ten.
         conn.execute(
             """INSERT INTO agentlab_sched.runs (id, schedule_id, task, inputs, status, started_by, created_at,
@@ -110,7 +117,7 @@ def main() -> None:
             "fires": args.fires,
             "runs": args.fires // 10,
             "requests_per_page": args.requests,
-            "load_page_evaluates_at_most": LOAD_SCHEDULES,
+            "load_page_evaluates_at_most_groups": LOAD_GROUPS,
             "load_seconds": round(loaded, 1),
             "machine": common.machine(),
             "pages": measure(url, args.requests),

@@ -824,24 +824,27 @@ async def health_page(dash: Dashboard, request: Request, person: Person) -> Resp
                        workers=workers, overdue=overdue, outbox=outbox, problem=problem)  # fmt: skip
 
 
-#: The most schedules the load page evaluates, and the most fires it counts for one of them.
-LOAD_SCHEDULES = 20_000
-LOAD_FIRES_PER_SCHEDULE = 1440 * 60
+#: The most groups of schedules (one cron, zone and window each) the load page evaluates, and the most fires
+#: it counts for one group.
+LOAD_GROUPS = 20_000
+LOAD_FIRES_PER_GROUP = 1440 * 60
 
 
 async def _load_counts(conn: psycopg.AsyncConnection[Any], now: datetime) -> list[int]:
-    """Fires per minute for the 24 hours after ``now`` (1440 counts), from every enabled schedule's cron."""
+    """Fires per minute for the 24 hours after ``now`` (1440 counts), from the enabled schedules' crons: each
+    group of schedules that fire at the same times is evaluated once and counted as many times as it has
+    schedules (``remaining_runs`` is not looked at: a limited schedule counts as unlimited)."""
     counts = [0] * 1440
     end = now + timedelta(hours=24)
-    for row in await queries.rows(conn, "web_load_schedules", {"limit": LOAD_SCHEDULES}):
+    for row in await queries.rows(conn, "web_load_crons", {"limit": LOAD_GROUPS}):
         try:
             expr = planner.cron_of(row)
             start = max(now, row["starts_at"]) if row["starts_at"] else now
             stop = min(end, row["ends_at"]) if row["ends_at"] else end
             for n, at in enumerate(expr.iter_from(start, row["timezone"], inclusive=True)):
-                if at >= stop or n >= LOAD_FIRES_PER_SCHEDULE:
+                if at >= stop or n >= LOAD_FIRES_PER_GROUP:
                     break
-                counts[int((at - now).total_seconds() // 60)] += 1
+                counts[int((at - now).total_seconds() // 60)] += row["schedules"]
         except (SchedError, ValueError, KeyError):
             continue  # a cron that no longer parses: the health page says so
     return counts
@@ -851,6 +854,7 @@ async def _load_counts(conn: psycopg.AsyncConnection[Any], now: datetime) -> lis
 async def load_page(dash: Dashboard, request: Request, person: Person) -> Response:
     now = datetime.now(UTC).replace(second=0, microsecond=0)
     async with dash.conn(request, person) as conn:
+        # Kept for the minute (the same for everyone: it is what the schedules, which every role may read, say).
         if dash.load_cache is not None and dash.load_cache[0] == now:
             counts = dash.load_cache[1]
         else:
@@ -858,13 +862,21 @@ async def load_page(dash: Dashboard, request: Request, person: Person) -> Respon
             dash.load_cache = (now, counts)
         lateness = await queries.rows(conn, "web_lateness", {"now": datetime.now(UTC)})
     peak = max(counts) if counts else 0
-    hours = [
-        {"hour": now + timedelta(hours=h), "cells": [(now + timedelta(minutes=h * 60 + m), counts[h * 60 + m])
-                                                       for m in range(60)]}
-        for h in range(24)
-    ]  # fmt: skip
-    return dash.render(request, "load.html", hours=hours, peak=peak, total=sum(counts), lateness=lateness,
-                       level=lambda c: 0 if not c else min(4, 1 + int(4 * c / (peak + 1))))  # fmt: skip
+
+    def level(c: int) -> int:
+        return 0 if not c else min(4, 1 + int(4 * c / (peak + 1)))
+
+    hours = []
+    for h in range(24):
+        hour = now + timedelta(hours=h)
+        label = hour.strftime("%H:%M")
+        cells = []
+        for m in range(60):
+            at = hour + timedelta(minutes=m)
+            c = counts[h * 60 + m]
+            cells.append((at.strftime("%Y-%m-%d %H:%M"), c, level(c)))
+        hours.append({"label": label, "cells": cells})
+    return dash.render(request, "load.html", hours=hours, peak=peak, total=sum(counts), lateness=lateness)
 
 
 # ----------------------------------------------------------------------------------------- assembly

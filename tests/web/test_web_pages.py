@@ -244,3 +244,25 @@ def test_health_load_runs_and_local_mode(web) -> None:
     assert load.status_code == 200 and "288 fires in all" in load.text
     assert client.get("/runs?status=suspended").status_code == 200
     assert client.get("/runs/00000000").status_code == 404
+
+
+def test_base_path_prefixes_every_link_and_the_cookie(web) -> None:
+    web.schedule("report")
+    client = web.client(base_path="/ops")
+    assert client.get("/schedules").status_code == 404
+    assert client.get("/ops/schedules").headers["location"] == "/ops/login?next=%2Fops%2Fschedules"
+    token = web.csrf(client, "/ops/login")
+    response = client.post("/ops/login", data={"username": web.admin, "password": "agentlab-test", "csrf": token})
+    assert response.status_code == 303 and response.headers["location"] == "/ops/schedules"
+    assert "path=/ops" in response.headers["set-cookie"].lower()
+    page = client.get("/ops/schedules").text
+    assert 'href="/ops/schedules/report"' in page and 'src="/ops/static/pages.js"' in page
+    assert client.get("/ops/static/pages.js").status_code == 200
+    assert client.get("/ops/healthz").text == "ok\n"
+
+
+def test_sign_out_closes_the_session(web) -> None:
+    client = web.signed_in(web.admin)
+    assert client.get("/schedules").status_code == 200
+    assert client.get("/logout").status_code == 303
+    assert client.get("/schedules").status_code == 303  # back to /login

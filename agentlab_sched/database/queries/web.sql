@@ -126,9 +126,9 @@ SELECT id, status, attempts, queue_name, task_name, scheduled_at
 FROM procrastinate_jobs WHERE id = %(id)s
 
 -- name: web_workers
--- The workers that reported, most recently seen first, and whether they are alive (seen within 30 s).
+-- The workers that reported, most recently seen first, and whether they are alive (seen within the stall window).
 SELECT name, kind, host, pid, app, queues, concurrency, fires, notifies, clock_skew, started_at, seen_at,
-       seen_at > now() - interval '30 seconds' AS alive
+       seen_at > now() - agentlab_sched.policy_interval('stall_seconds') AS alive
 FROM agentlab_sched.workers
 ORDER BY seen_at DESC
 LIMIT 200
@@ -149,13 +149,15 @@ SELECT
     (SELECT count(*) FROM agentlab_sched.outbox
       WHERE status = 'failed' AND created_at > clock_timestamp() - interval '1 day') AS failed
 
--- name: web_load_schedules
--- The enabled schedules' cron and zone (the load page counts their fires per minute for the next 24 hours),
--- at most %(limit)s.
-SELECT id, cron, timezone, dst_gap, dst_repeat, starts_at, ends_at, remaining_runs
+-- name: web_load_crons
+-- The enabled schedules grouped by what decides their fire times (cron, zone, DST policies, validity
+-- window) with how many share it: the load page evaluates each group once, however many schedules it has;
+-- the largest %(limit)s groups.
+SELECT cron, timezone, dst_gap, dst_repeat, starts_at, ends_at, count(*) AS schedules
 FROM agentlab_sched.schedules
 WHERE enabled
-ORDER BY id
+GROUP BY cron, timezone, dst_gap, dst_repeat, starts_at, ends_at
+ORDER BY count(*) DESC
 LIMIT %(limit)s
 
 -- name: web_lateness
