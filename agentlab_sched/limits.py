@@ -1,6 +1,6 @@
-"""Size limits (docs/security.md) and the bound of on_interrupt retry (docs/runs.md): one definition,
-checked by Python and, copied by migrate into
-``agentlab_sched.config`` (``limit.<name>``), by SQL (``agentlab_sched.size_limit(name)``).
+"""Size limits (docs/security.md), the bound of on_interrupt retry and the policy windows (docs/runs.md):
+one definition, checked by Python and, copied by migrate into ``agentlab_sched.config``
+(``limit.<name>``), by SQL (``agentlab_sched.size_limit(name)``, ``agentlab_sched.policy_interval(name)``).
 
 They keep every schedule small: its inputs are copied into each fire's ledger row, run and job, and a
 huge cron expression takes seconds to check.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 from agentlab_sched.errors import ValidationError
@@ -28,6 +29,22 @@ LIMITS: dict[str, int] = {
     # how many times on_interrupt retry runs one run again (then it is suspended)
     "interrupt_retries": 3,
 }
+
+#: name -> seconds: the policy windows, read by SQL as intervals (``agentlab_sched.policy_interval(name)``).
+POLICY: dict[str, int] = {
+    # how long a task asked to abort (a timeout, a cancel) may go on before its run says it ignores the abort
+    "abort_grace_seconds": 10,
+    # a worker whose heartbeat is older has stalled: its running runs are interrupted (Procrastinate's
+    # stalled-worker window)
+    "stall_seconds": 30,
+    # a task is known when a worker registered it within this window; a fire of any other is refused
+    "known_task_seconds": 600,
+}
+
+#: The policy windows as Python durations.
+ABORT_GRACE = timedelta(seconds=POLICY["abort_grace_seconds"])
+STALL_WINDOW = timedelta(seconds=POLICY["stall_seconds"])
+KNOWN_TASK_WINDOW = timedelta(seconds=POLICY["known_task_seconds"])
 
 
 def json_size(value: Any) -> int:
@@ -54,4 +71,4 @@ def check_cron_length(expr: str) -> None:
 
 def catalog_rows() -> list[tuple[str, str]]:
     """(key, value) rows of ``agentlab_sched.config`` for the database's copy (written by migrate)."""
-    return [(f"limit.{name}", str(value)) for name, value in LIMITS.items()]
+    return [(f"limit.{name}", str(value)) for name, value in (LIMITS | POLICY).items()]

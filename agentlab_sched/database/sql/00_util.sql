@@ -120,6 +120,14 @@ AS $$
     SELECT c.value::integer FROM agentlab_sched.config c WHERE c.key = 'limit.' || name
 $$;
 
+-- A policy window (agentlab_sched/limits.py's POLICY, seconds, copied like the size limits) as an interval.
+CREATE OR REPLACE FUNCTION agentlab_sched.policy_interval(name text) RETURNS interval
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT make_interval(secs => agentlab_sched.size_limit(name))
+$$;
+
 -- Refuse a JSON value larger than the limit `limit_name` (bytes of its text), naming `field`.
 CREATE OR REPLACE FUNCTION agentlab_sched.check_size(field text, value jsonb, limit_name text) RETURNS void
 LANGUAGE plpgsql STABLE

@@ -292,8 +292,7 @@ BEGIN
     IF s.remaining_runs = 0 AND fire_kind IN ('scheduled', 'misfire') THEN
         code := 'launch.no_runs_left';
         params := '{}'::jsonb;
-    ELSIF NOT EXISTS (SELECT 1 FROM agentlab_sched.known_tasks k
-                   WHERE k.task = s.task AND k.seen_at > clock_timestamp() - interval '10 minutes') THEN
+    ELSIF NOT agentlab_sched.task_registered(s.task) THEN
         code := 'launch.unknown_task';
         params := jsonb_build_object('task', s.task);
     END IF;
@@ -536,8 +535,7 @@ BEGIN
                OR (jsonb_array_length(p.fires) = 1 AND p.fires -> 0 ->> 'action' = 'launch'
                    AND s.remaining_runs IS NULL AND s.context = 'isolated'
                    AND s.overlap IN ('allow_all', 'buffer_all', 'skip')
-                   AND EXISTS (SELECT 1 FROM agentlab_sched.known_tasks k
-                               WHERE k.task = s.task AND k.seen_at > clock_timestamp() - interval '10 minutes')
+                   AND agentlab_sched.task_registered(s.task)
                    AND (s.overlap <> 'skip' OR NOT EXISTS (
                            SELECT 1 FROM agentlab_sched.runs r
                            WHERE r.schedule_id = s.id
@@ -735,14 +733,16 @@ BEGIN
 END
 $$;
 
--- Whether a live worker has registered `task` (within 10 minutes: the rule launch() applies to refuse a fire
--- of a task nobody runs). Saving a schedule for a task that is not registered warns; doctor lists them.
+-- Whether a live worker has registered `task` within the known-task window (limits.py's
+-- known_task_seconds): launch() refuses a fire of a task nobody runs, the set-based launch leaves it to
+-- launch(). Saving a schedule for a task that is not registered warns; doctor lists them.
 CREATE OR REPLACE FUNCTION agentlab_sched.task_registered(task text) RETURNS boolean
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT EXISTS (SELECT 1 FROM agentlab_sched.known_tasks k
-                   WHERE k.task = task_registered.task AND k.seen_at > clock_timestamp() - interval '10 minutes')
+                   WHERE k.task = task_registered.task
+                     AND k.seen_at > clock_timestamp() - agentlab_sched.policy_interval('known_task_seconds'))
 $$;
 
 -- Register the tasks a live worker can run (a fire for a task nobody runs is refused, not queued).
@@ -996,6 +996,7 @@ DECLARE
     ids bigint[] := '{}';
     counts jsonb;
     paused boolean;
+    problem text;
 BEGIN
     SELECT * INTO req FROM agentlab_sched.fire_requests WHERE id = request_id AND done_at IS NULL FOR UPDATE;
     IF NOT FOUND THEN
@@ -1011,6 +1012,16 @@ BEGIN
     paused := NOT s.enabled;
     IF paused AND req.kind = 'manual' AND NOT req.even_if_paused THEN
         RETURN agentlab_sched.fail_request(request_id, 'trigger.paused', jsonb_build_object('name', s.name));
+    END IF;
+    -- The request's own inputs are checked now, against the task this launches (the schedule's may have
+    -- changed since the request), with the privileges of the login that asked (32_sql_task.sql).
+    IF req.inputs IS NOT NULL THEN
+        BEGIN
+            PERFORM agentlab_sched.check_task_inputs(s.task, req.inputs, req.requested_login);
+        EXCEPTION WHEN invalid_parameter_value OR insufficient_privilege THEN
+            GET STACKED DIAGNOSTICS problem = PG_EXCEPTION_DETAIL;
+            RETURN agentlab_sched.fail_request(request_id, problem::jsonb ->> 'code', problem::jsonb -> 'params');
+        END;
     END IF;
     FOR i IN 1 .. coalesce(array_length(times, 1), 0) LOOP
         IF i > 1 THEN

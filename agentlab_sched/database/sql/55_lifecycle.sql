@@ -332,7 +332,7 @@ $$;
 -- reason ('timeout', 'cancel', ...) or NULL.
 CREATE OR REPLACE FUNCTION agentlab_sched.finish_after_abort(run_id uuid, job bigint,
                                                              now timestamptz DEFAULT clock_timestamp(),
-                                                             abort_grace interval DEFAULT interval '10 seconds')
+                                                             abort_grace interval DEFAULT agentlab_sched.policy_interval('abort_grace_seconds'))
 RETURNS text
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -627,7 +627,7 @@ $$;
 -- do, or what the schedule's on_interrupt says). A run that was being aborted (timeout, cancel, a newer
 -- fire) ends as that abort would have ended it. Returns how many runs moved.
 CREATE OR REPLACE FUNCTION agentlab_sched.detect_suspended(now timestamptz DEFAULT now(),
-                                                           stalled_after interval DEFAULT interval '30 seconds')
+                                                           stalled_after interval DEFAULT agentlab_sched.policy_interval('stall_seconds'))
 RETURNS integer
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -674,7 +674,7 @@ $$;
 -- context.should_abort()), says so in the run's error. Returns what it did: 'aborted', 'ignoring_abort'
 -- or NULL.
 CREATE OR REPLACE FUNCTION agentlab_sched.time_out_run(run_id uuid, now timestamptz DEFAULT now(),
-                                                       abort_grace interval DEFAULT interval '10 seconds')
+                                                       abort_grace interval DEFAULT agentlab_sched.policy_interval('abort_grace_seconds'))
 RETURNS text
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -712,7 +712,7 @@ $$;
 
 -- Every running run past its deadline: time_out_run() each. Returns how many changed.
 CREATE OR REPLACE FUNCTION agentlab_sched.enforce_timeouts(now timestamptz DEFAULT now(),
-                                                           abort_grace interval DEFAULT interval '10 seconds')
+                                                           abort_grace interval DEFAULT agentlab_sched.policy_interval('abort_grace_seconds'))
 RETURNS integer
 LANGUAGE plpgsql
 SECURITY DEFINER

@@ -44,7 +44,7 @@ $$;
 --
 -- `stall`: a worker whose heartbeat is older is not alive (Procrastinate's stalled-worker window);
 -- `recent`: how far back failures count (failed fire requests, notifications given up on).
-CREATE OR REPLACE FUNCTION agentlab_sched.doctor_facts(stall interval DEFAULT interval '30 seconds',
+CREATE OR REPLACE FUNCTION agentlab_sched.doctor_facts(stall interval DEFAULT agentlab_sched.policy_interval('stall_seconds'),
                                                        recent interval DEFAULT interval '1 day')
 RETURNS jsonb
 LANGUAGE sql STABLE

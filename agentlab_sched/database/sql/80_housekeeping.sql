@@ -9,9 +9,9 @@
 -- Every part skips rows another worker is handling; any number of workers can run it at once.
 
 CREATE OR REPLACE FUNCTION agentlab_sched.housekeeping(now timestamptz DEFAULT now(),
-                                                       stalled_after interval DEFAULT interval '30 seconds',
+                                                       stalled_after interval DEFAULT agentlab_sched.policy_interval('stall_seconds'),
                                                        retention interval DEFAULT NULL,
-                                                       abort_grace interval DEFAULT interval '10 seconds',
+                                                       abort_grace interval DEFAULT agentlab_sched.policy_interval('abort_grace_seconds'),
                                                        prune_batch integer DEFAULT 1000)
 RETURNS jsonb
 LANGUAGE plpgsql
