@@ -330,6 +330,9 @@ CREATE TABLE agentlab_sched.fire_requests (
     until timestamptz,
     inputs jsonb CHECK (inputs IS NULL OR jsonb_typeof(inputs) = 'object'),
     requested_by text NOT NULL,
+    -- The login role that asked (session_user when the request was made): its inputs are checked at
+    -- launch with this role's privileges. NULL for requests older than the column.
+    requested_login text DEFAULT session_user,
     requested_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     fire_ids bigint[],
     -- Set when the request could not be carried out at all (e.g. a backfill range too large), in the

@@ -13,9 +13,12 @@ AS $$
 $$;
 
 -- Check the inputs of a schedule (or of a manual fire) whose task is `task`: nothing for other tasks;
--- for the sql task, the shape of its inputs and that the session's login role may run SQL as the role
--- named (agentlab_sched.may_schedule_sql). Raises the first problem, naming the input.
-CREATE OR REPLACE FUNCTION agentlab_sched.check_task_inputs(task text, inputs jsonb) RETURNS void
+-- for the sql task, the shape of its inputs and that the login role `who` (the session's by default; the
+-- requester's when a request is carried out) may run SQL as the role named
+-- (agentlab_sched.may_schedule_sql). Raises the first problem, naming the input.
+DROP FUNCTION IF EXISTS agentlab_sched.check_task_inputs(text, jsonb);
+CREATE OR REPLACE FUNCTION agentlab_sched.check_task_inputs(task text, inputs jsonb, who text DEFAULT session_user)
+RETURNS void
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -73,18 +76,18 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = inputs ->> 'username') THEN
         PERFORM agentlab_sched.fail('sql.no_role', 'username', jsonb_build_object('value', inputs ->> 'username'));
     END IF;
-    IF NOT agentlab_sched.may_schedule_sql(inputs ->> 'username') THEN
+    IF NOT agentlab_sched.may_schedule_sql(inputs ->> 'username', who) THEN
         PERFORM agentlab_sched.fail('sql.not_allowed', 'username', jsonb_build_object(
-            'value', inputs ->> 'username', 'user', session_user::text));
+            'value', inputs ->> 'username', 'user', coalesce(who, '?')));
     END IF;
     -- The worker runs the command on a connection made as the role (tasks/sql.py): it must be able to log
     -- in, and it and the author must be allowed into the database (the connection enforces it again).
     IF NOT (SELECT r.rolcanlogin FROM pg_catalog.pg_roles r WHERE r.rolname = inputs ->> 'username') THEN
         PERFORM agentlab_sched.fail('sql.cannot_login', 'username', jsonb_build_object('value', inputs ->> 'username'));
     END IF;
-    IF NOT pg_catalog.has_database_privilege(session_user, inputs ->> 'database', 'CONNECT') THEN
+    IF NOT pg_catalog.has_database_privilege(who, inputs ->> 'database', 'CONNECT') THEN
         PERFORM agentlab_sched.fail('sql.no_connect', 'database', jsonb_build_object(
-            'value', inputs ->> 'database', 'who', session_user::text));
+            'value', inputs ->> 'database', 'who', who));
     END IF;
     IF NOT pg_catalog.has_database_privilege(inputs ->> 'username', inputs ->> 'database', 'CONNECT') THEN
         PERFORM agentlab_sched.fail('sql.no_connect', 'database', jsonb_build_object(
