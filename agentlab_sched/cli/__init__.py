@@ -54,6 +54,10 @@ def root(
         str | None,
         typer.Option("--locale", help="en or zh-CN (default: AGENTLAB_SCHED_LOCALE, else en).", show_default=False),
     ] = None,
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Print the version and exit.", is_eager=True, callback=common.print_version),
+    ] = False,
 ) -> None:
     """Administer schedules with SQL, Python or this command line."""
     ctx.obj = common.State(

@@ -264,10 +264,52 @@ def _report(ctx: typer.Context | None, message: str, code: int) -> typer.Exit:
     return typer.Exit(code)
 
 
+#: The root's options, accepted after the command too (``agentlab-sched migrate --locale zh-CN``).
+GLOBAL_OPTIONS = ("--database-url", "--data-dir", "--locale")
+
+
+def globals_first(args: list[str]) -> list[str]:
+    """``args`` with the root's options (and their values) moved before the command, wherever they were
+    typed; nothing after ``--`` is moved."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest += args[i:]
+            break
+        if arg in GLOBAL_OPTIONS and i + 1 < len(args):
+            front += args[i : i + 2]
+            i += 2
+            continue
+        if any(arg.startswith(f"{name}=") for name in GLOBAL_OPTIONS):
+            front.append(arg)
+        else:
+            rest.append(arg)
+        i += 1
+    return front + rest
+
+
+def _plain_metavars(command: Any) -> None:
+    """--help names a repeatable option's value as a word (``--queue QUEUE``), never as a Python type
+    (``<list[str]>``): such an option without a metavar of its own gets its name in capitals."""
+    for param in getattr(command, "params", []):
+        if getattr(param, "metavar", None) is None and not getattr(param, "is_flag", False):
+            kind = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+            if param.param_type_name == "option" and kind in (list[str], list[str] | None):
+                param.metavar = str(param.name or "value").upper()
+    for sub in getattr(command, "commands", {}).values():
+        _plain_metavars(sub)
+
+
 class HandledGroup(TyperGroup):
     """The root command group: the one place where refusals become a message and an exit status."""
 
     def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        if parent is None:
+            args = globals_first(list(args))
+            _plain_metavars(self)
         self._args = list(args)
         try:
             return super().make_context(info_name, args, parent, **extra)
@@ -400,6 +442,22 @@ def _privilege_holders(url: str | None) -> dict[str, Any]:
     except psycopg.Error:
         pass
     return found
+
+
+def print_version(value: bool) -> None:
+    """``--version``: this package's version and those of what it runs on, then exit 0."""
+    if not value:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    def of(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "?"
+
+    typer.echo(f"agentlab-sched {of('agentlab-sched')} (Procrastinate {of('procrastinate')}, psycopg {of('psycopg')})")
+    raise typer.Exit(0)
 
 
 def choose_locale(given: str | None) -> str:

@@ -45,4 +45,5 @@ def rotate_secrets_command(ctx: typer.Context) -> None:
 def register(app: typer.Typer) -> None:
     """Mount ``notify`` (``test``, ``rotate-secrets``) and a top-level ``rotate-secrets`` on the root app."""
     app.add_typer(notify_app, name="notify")
-    app.command("rotate-secrets")(rotate_secrets_command)
+    # Kept working at the top level, listed once in --help (under notify).
+    app.command("rotate-secrets", hidden=True)(rotate_secrets_command)
