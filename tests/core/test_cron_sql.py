@@ -20,8 +20,7 @@ from psycopg import conninfo
 from agentlab_sched import database as db
 from agentlab_sched.core.cron import MACROS, check_timezone
 from agentlab_sched.errors import ValidationError, from_database
-
-from .test_cron import BAD, BAD_ANCHORS, GOOD_ANCHORS, MALFORMED_INTERVALS, VALID, problem_of
+from tests.support.cron_cases import BAD, BAD_ANCHORS, GOOD_ANCHORS, MALFORMED_INTERVALS, VALID, problem_of
 
 
 @pytest.fixture(scope="module")
