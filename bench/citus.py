@@ -15,6 +15,9 @@ schedule_id, colocated. Measured:
   its id (lock it with ``SKIP LOCKED``, insert its fire, set its next due time as a value), the due ids
   read first by a multi-shard SELECT without locks. On one PostgreSQL and on Citus, with 1 and K claimers
   (threads, each its own connection);
+- ``per_shard``: today's batch claim run on each shard group where it lives (Citus's
+  ``run_command_on_colocated_placements``: plain single-node statements with SKIP LOCKED, every group at
+  once), repeated until nothing is due: the claim a distributed schema would make;
 - idle: CPU seconds per minute of the servers when nothing happens (Citus's maintenance daemons).
 """
 
@@ -84,9 +87,8 @@ def _server(citus: bool) -> Iterator[tuple[str, int]]:
 
 SHAPE = [
     "CREATE TABLE schedules (id bigint PRIMARY KEY, name text NOT NULL, next_run_at timestamptz)",
-    """CREATE TABLE fires (schedule_id bigint NOT NULL, id bigint GENERATED ALWAYS AS IDENTITY,
-                           fire_at timestamptz NOT NULL, PRIMARY KEY (schedule_id, id),
-                           UNIQUE (schedule_id, fire_at))""",
+    """CREATE TABLE fires (schedule_id bigint NOT NULL, fire_at timestamptz NOT NULL,
+                           PRIMARY KEY (schedule_id, fire_at))""",
 ]
 DISTRIBUTE = [
     "SELECT create_distributed_table('schedules', 'id', shard_count := 32)",
@@ -138,6 +140,34 @@ def _per_schedule(url: str, ids: list[int], at: datetime) -> int:
     return claimed
 
 
+#: Today's batch claim, on one shard group (a schedules shard and its colocated fires shard, %1$s and %2$s),
+#: run on the node that holds it by run_command_on_colocated_placements.
+SHARD_CLAIM = """WITH due AS (SELECT id, next_run_at FROM %1$s WHERE next_run_at <= '{at}'
+                             ORDER BY next_run_at LIMIT 1000 FOR UPDATE SKIP LOCKED),
+                  fired AS (INSERT INTO %2$s (schedule_id, fire_at) SELECT id, next_run_at FROM due),
+                  moved AS (UPDATE %1$s s SET next_run_at = '{next}' FROM due WHERE s.id = due.id RETURNING 1)
+             SELECT count(*) FROM moved"""
+
+
+def _per_shard(url: str, at: datetime) -> int:
+    """The batch claim per shard group, every group at once (Citus runs the command on each placement)."""
+    command = SHARD_CLAIM.format(at=at.isoformat(), next=(at + timedelta(hours=1)).isoformat())
+    claimed = 0
+    with psycopg.connect(url, autocommit=True) as conn:
+        while True:
+            rows = conn.execute(
+                "SELECT success, result FROM run_command_on_colocated_placements('schedules', 'fires', %s)",
+                (command,),
+            ).fetchall()
+            failed = [r[1] for r in rows if not r[0]]
+            if failed:
+                raise RuntimeError(f"a shard's claim failed: {failed[0]}")
+            got = sum(int(r[1]) for r in rows)
+            if not got:
+                return claimed
+            claimed += got
+
+
 def _claim(url: str, kind: str, claimers: int, at: datetime) -> dict[str, Any]:
     with psycopg.connect(url, autocommit=True) as conn:
         ids = [r[0] for r in conn.execute("SELECT id FROM schedules WHERE next_run_at <= %s", (at,)).fetchall()]
@@ -146,6 +176,8 @@ def _claim(url: str, kind: str, claimers: int, at: datetime) -> dict[str, Any]:
     def work(i: int) -> None:
         if kind == "batch":
             counts[i] = _batch(url, at)
+        elif kind == "per_shard":
+            counts[i] = _per_shard(url, at)
         else:  # each claimer starts at its own place in the list and goes round: they meet, SKIP LOCKED
             mine = ids[i * len(ids) // claimers :] + ids[: i * len(ids) // claimers]
             counts[i] = _per_schedule(url, mine, at)
@@ -192,7 +224,10 @@ def run(n: int, claimers: list[int], idle_seconds: float) -> dict[str, Any]:
             "one_postgresql": _idle([plain_pid], idle_seconds),
             "citus_3_nodes": _idle([pid for _, pid in nodes], idle_seconds),
         }
-        plans: list[tuple[str, str, str, int]] = [("one PostgreSQL", plain_url, "batch", 1)]
+        plans: list[tuple[str, str, str, int]] = [
+            ("one PostgreSQL", plain_url, "batch", 1),
+            ("Citus 3 nodes", coord_url, "per_shard", 1),
+        ]
         for k in claimers:
             plans += [("one PostgreSQL", plain_url, "per_schedule", k), ("Citus 3 nodes", coord_url, "per_schedule", k)]
         for where, url, kind, k in plans:
