@@ -38,7 +38,8 @@ def _load(url: str, schedules: int, fires: int) -> None:
                                     + (id / 60 %% 24) * interval '1 hour' + (id %% 60) * interval '1 minute',
                       replan = NULL"""
         )
-        # Fires spread over the schedules, one a minute back in time per schedule; a run for one in ten.
+        # Fires spread over the schedules, one a day back in time per schedule (daily schedules); a run for one in
+        # ten, one a second back in time.
         conn.execute(
             """INSERT INTO agentlab_sched.runs (id, schedule_id, task, inputs, status, started_by, created_at,
                                                 started_at, finished_at)
@@ -50,12 +51,14 @@ def _load(url: str, schedules: int, fires: int) -> None:
         )
         conn.execute(
             """INSERT INTO agentlab_sched.fires (schedule_id, fire_at, kind, status, reason_code, reason, created_at)
-               SELECT 1 + g %% %(s)s, date_trunc('minute', now()) - (g / %(s)s + 1) * interval '1 minute',
+               SELECT 1 + g %% %(s)s, date_trunc('minute', now()) - (g / %(s)s) * interval '1 day'
+                                      - (g %% 1440) * interval '1 minute',
                       'scheduled',
                       CASE WHEN g %% 3 = 0 THEN 'skipped_overlap' ELSE 'started' END,
                       CASE WHEN g %% 3 = 0 THEN 'overlap.running' END,
                       CASE WHEN g %% 3 = 0 THEN 'skipped: the previous run is still in progress' END,
-                      date_trunc('minute', now()) - (g / %(s)s + 1) * interval '1 minute' + interval '20 ms'
+                      date_trunc('minute', now()) - (g / %(s)s) * interval '1 day'
+                      - (g %% 1440) * interval '1 minute' + interval '20 ms'
                FROM generate_series(1, %(n)s) g""",
             {"s": schedules, "n": fires},
         )

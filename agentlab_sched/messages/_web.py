@@ -252,6 +252,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "web.timeline.ended": ("ended: {status}", "结束:{status}"),
     # Health and load
     "web.health.doctor": ("What doctor reports", "doctor 检查结果"),
+    "web.health.checked_at": ("Checked at {when} UTC (kept 30 seconds)", "检查时间 {when} UTC(保留 30 秒)"),
     "web.health.level": ("Level", "级别"),
     "web.health.finding": ("Finding", "结果"),
     "web.level.ok": ("ok", "正常"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import replace
@@ -59,6 +60,8 @@ logger = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
 PAGE_SIZE = 50
+#: Seconds the health page keeps doctor's findings for a role.
+DOCTOR_TTL = 30.0
 #: The most schedules one bulk pause or resume changes.
 BULK_LIMIT = 1000
 SCHEDULE_FILTERS = ("active", "paused", "failing", "overdue", "stopped", "code")
@@ -160,6 +163,7 @@ class Dashboard:
         self.hub = Hub(config.database_url)
         self.env = _environment()
         self.load_cache: tuple[datetime, list[int]] | None = None
+        self.doctor_cache: dict[str, tuple[float, datetime, list[health.Finding]]] = {}
 
     # ------------------------------------------------------------------------------ rendering
 
@@ -812,16 +816,24 @@ async def _run_action(dash: Dashboard, request: Request, ref: str) -> Response:
 async def health_page(dash: Dashboard, request: Request, person: Person) -> Response:
     locale = _locale(request)
     async with dash.conn(request, person) as conn:
-        try:
-            findings = await health.examine(conn, dash.config.settings)
-            problem = None
-        except psycopg.Error as exc:  # a reader may lack what one check reads: say so, show the rest
-            findings, problem = [], _problem_text(exc, locale)[0]
+        # doctor's checks read the whole database (seconds with 100,000 schedules): kept for a while per role,
+        # whose privileges decide what they can read.
+        cached = dash.doctor_cache.get(person.username)
+        problem = None
+        if cached is not None and time.monotonic() - cached[0] < DOCTOR_TTL:
+            checked, findings = cached[1], cached[2]
+        else:
+            checked = datetime.now(UTC)
+            try:
+                findings = await health.examine(conn, dash.config.settings)
+                dash.doctor_cache[person.username] = (time.monotonic(), checked, findings)
+            except psycopg.Error as exc:  # a reader may lack what one check reads: say so, show the rest
+                findings, problem = [], _problem_text(exc, locale)[0]
         workers = await queries.rows(conn, "web_workers")
         overdue = await queries.rows(conn, "web_overdue")
         outbox = await queries.one(conn, "web_outbox")
     return dash.render(request, "health.html", findings=[(f.level, f.check, f.message(locale)) for f in findings],
-                       workers=workers, overdue=overdue, outbox=outbox, problem=problem)  # fmt: skip
+                       workers=workers, overdue=overdue, outbox=outbox, problem=problem, checked=checked)  # fmt: skip
 
 
 #: The most groups of schedules (one cron, zone and window each) the load page evaluates, and the most fires

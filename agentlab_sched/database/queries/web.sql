@@ -181,7 +181,8 @@ ORDER BY 1
 -- are open by status, the newest approval and schedule change. The live updates tell pages when it moves.
 SELECT
     (SELECT max(id) FROM agentlab_sched.fires) AS fire,
-    (SELECT max(finished_at) FROM agentlab_sched.runs) AS finished,
+    (SELECT max(finished_at) FROM agentlab_sched.runs
+      WHERE status IN ('succeeded', 'failed', 'cancelled', 'timed_out')) AS finished,  -- runs_finished_idx
     (SELECT count(*) FROM agentlab_sched.runs WHERE status = 'running') AS running,
     (SELECT count(*) FROM agentlab_sched.runs WHERE status = 'queued' AND started_at IS NULL) AS waiting,
     (SELECT max(id) FROM agentlab_sched.approvals) AS approval,
