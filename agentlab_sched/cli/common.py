@@ -27,6 +27,7 @@ import json
 import os
 import re
 import sys
+import types
 import warnings
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -660,9 +661,19 @@ def load_app(path: str, url: str) -> Any:
         raise ValidationError(
             "cli.app_import_failed", "app", path=path, module=module, error=_error_text(exc)
         ) from None
-    if not hasattr(loaded, attr):
-        raise ValidationError("cli.app_no_attribute", "app", path=path, module=module, attribute=attr)
-    found = getattr(loaded, attr)
+    found = getattr(loaded, attr, None)
+    if found is None or isinstance(found, types.ModuleType):
+        # ``--app myproject.app`` naming the module myproject/app.py: its one App, or a hint.
+        try:
+            found = importlib.import_module(path.strip()) if found is None else found
+        except ImportError:
+            raise ValidationError("cli.app_no_attribute", "app", path=path, module=module, attribute=attr) from None
+        apps = sorted(name for name, value in vars(found).items() if isinstance(value, procrastinate.App))
+        if len(apps) == 1:
+            return getattr(found, apps[0])
+        if apps:
+            raise ValidationError("cli.app_module_many", "app", path=path, names=[f"{path}.{a}" for a in apps])
+        raise ValidationError("cli.app_module_none", "app", path=path, example=f"{path}.app")
     if not isinstance(found, procrastinate.App):
         raise ValidationError("cli.app_not_app", "app", path=path, kind=type(found).__name__)
     return found

@@ -93,6 +93,14 @@ MESSAGES.update(
             "--app {path}: the module {module} has no {attribute}",
             "--app {path}:模块 {module} 里没有 {attribute}",
         ),
+        "cli.app_module_many": (
+            "--app {path}: this module holds several procrastinate.App objects; name one: {names}",
+            "--app {path}:这个模块里有多个 procrastinate.App;请指定其中一个:{names}",
+        ),
+        "cli.app_module_none": (
+            "--app {path}: this module holds no procrastinate.App (did you mean {example}?)",
+            "--app {path}:这个模块里没有 procrastinate.App(是不是想用 {example}?)",
+        ),
         "cli.app_not_app": (
             "--app {path}: this is a {kind}, not a procrastinate.App",
             "--app {path}:它是 {kind},不是 procrastinate.App",
