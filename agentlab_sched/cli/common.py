@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from importlib import metadata
 from pathlib import Path
 from typing import Any, TypeVar
 from zoneinfo import ZoneInfo
@@ -449,12 +450,11 @@ def print_version(value: bool) -> None:
     """``--version``: this package's version and those of what it runs on, then exit 0."""
     if not value:
         return
-    from importlib.metadata import PackageNotFoundError, version
 
     def of(name: str) -> str:
         try:
-            return version(name)
-        except PackageNotFoundError:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
             return "?"
 
     typer.echo(f"agentlab-sched {of('agentlab-sched')} (Procrastinate {of('procrastinate')}, psycopg {of('psycopg')})")
