@@ -360,3 +360,15 @@ MESSAGES.update(
         ),
     }
 )
+
+# A Procrastinate app on a connector the scheduler cannot run on.
+MESSAGES.update(
+    {
+        "worker.connector_unsupported": (
+            "the app's connector is {connector}; the scheduler runs on {supported} only (psycopg 3: its tick, "
+            "housekeeping and run bookkeeping use a psycopg 3 pool). Give the app a procrastinate.PsycopgConnector",
+            "应用的连接器是 {connector};调度器只支持 {supported}(psycopg 3:tick、日常维护和运行记录都使用 psycopg 3 "
+            "连接池)。请为应用使用 procrastinate.PsycopgConnector",
+        ),
+    }
+)

@@ -46,6 +46,7 @@ from typing import Any
 import procrastinate
 from procrastinate import exceptions as pexc
 from procrastinate import job_context
+from procrastinate.testing import InMemoryConnector
 
 from agentlab_sched.database import queries
 from agentlab_sched.database.reconnect import GiveUp, retrying
@@ -463,7 +464,12 @@ def install(app: procrastinate.App, middleware: RunMiddleware | None = None) -> 
 
     Without ``middleware``, an app that has one already keeps it (calling this twice is harmless);
     with one, it replaces the one installed (to set its locale or abort grace).
+
+    An app on a connector other than Procrastinate's ``PsycopgConnector`` (psycopg 3; its testing
+    ``InMemoryConnector`` aside) is refused here, naming it: the scheduler's connection, its tick and its
+    bookkeeping run on a psycopg 3 pool, and would fail at every job on aiopg or psycopg2.
     """
+    check_connector(app)
     if not isinstance(app.job_manager, RunJobManager):
         app.job_manager = RunJobManager(app)  # unknown tasks and settled jobs, see worker/jobs.py
     quiet_aborts()  # no CancelledError traceback for a job aborted by its timeout, in any worker
@@ -474,6 +480,23 @@ def install(app: procrastinate.App, middleware: RunMiddleware | None = None) -> 
     current.insert(0, middleware or RunMiddleware())
     app.worker_defaults["worker_middleware"] = current
     return app
+
+
+#: The connectors the scheduler runs on.
+SUPPORTED_CONNECTORS = ("procrastinate.PsycopgConnector",)
+
+
+def check_connector(app: procrastinate.App) -> None:
+    """Refuse (``worker.connector_unsupported``) an app whose connector the scheduler cannot run on."""
+    connector = app.connector
+    if isinstance(connector, procrastinate.PsycopgConnector | InMemoryConnector):
+        return
+    kind = type(connector)
+    raise SchedError(
+        "worker.connector_unsupported",
+        connector=f"{kind.__module__}.{kind.__qualname__}",
+        supported=list(SUPPORTED_CONNECTORS),
+    )
 
 
 def with_run_middleware(app: procrastinate.App, middleware: list[Any] | None) -> list[Any]:
