@@ -160,3 +160,35 @@ def test_citus_refuses_a_foreign_key_to_a_table_of_the_coordinator(distributed: 
     with psycopg.connect(distributed.url("sched"), autocommit=True) as conn, pytest.raises(psycopg.Error) as no:
         conn.execute("ALTER TABLE fires ADD COLUMN job_id bigint REFERENCES jobs (id)")
     assert "foreign key" in str(no.value).lower()
+
+
+def test_a_batch_claim_per_shard_group_runs_where_the_shards_live(distributed: Any) -> None:
+    """The claim a distributed schema would make: today's batch claim, SKIP LOCKED, run on each shard
+    group (a schedules shard and its colocated fires shard) by the node holding it; each due schedule
+    fires once, however many rounds."""
+    distributed.execute(
+        "UPDATE schedules SET next_run_at = '2026-01-01 00:00+00' WHERE id BETWEEN 50 AND 99", dbname="sched"
+    )
+    claim = """WITH due AS (SELECT id, next_run_at FROM %1$s WHERE next_run_at = '2026-01-01 00:00+00'
+                            ORDER BY id LIMIT 7 FOR UPDATE SKIP LOCKED),
+                    fired AS (INSERT INTO %2$s (schedule_id, id, fire_at) SELECT id, 1000 + id, next_run_at FROM due),
+                    moved AS (UPDATE %1$s s SET next_run_at = '2026-01-01 01:00+00' FROM due WHERE s.id = due.id
+                              RETURNING 1)
+               SELECT count(*) FROM moved"""
+    claimed: list[int] = []
+    while True:
+        rows = distributed.rows(
+            "SELECT success, result FROM run_command_on_colocated_placements('schedules', 'fires', %s)",
+            claim,
+            dbname="sched",
+        )
+        assert all(ok for ok, _ in rows), rows
+        got = sum(int(result) for _, result in rows)
+        if not got:
+            break
+        claimed.append(got)
+    assert sum(claimed) == 50 and len(claimed) >= 2  # at most 7 a shard a round: more than one round
+    assert distributed.rows(
+        "SELECT count(*), count(DISTINCT schedule_id) FROM fires WHERE fire_at = '2026-01-01 00:00+00'",
+        dbname="sched",
+    ) == [(50, 50)]
