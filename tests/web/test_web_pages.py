@@ -266,3 +266,27 @@ def test_sign_out_closes_the_session(web) -> None:
     assert client.get("/schedules").status_code == 200
     assert client.get("/logout").status_code == 303
     assert client.get("/schedules").status_code == 303  # back to /login
+
+
+def test_delete_and_run_now_as_admin(web) -> None:
+    web.schedule("report")
+    web.schedule("old")
+    client = web.signed_in(web.admin)
+    response = web.post(client, "/schedules/report", action="trigger")
+    assert response.status_code == 303
+    page = client.get("/schedules/report").text
+    assert "Fired now" in page
+    with web.owner() as conn:
+        assert conn.execute("SELECT kind FROM agentlab_sched.fires").fetchall() == [("manual",)]
+    response = web.post(client, "/schedules/old", action="delete", sure="1")
+    assert response.status_code == 303 and response.headers["location"] == "/schedules"
+    assert "Deleted old." in client.get("/schedules").text
+    assert client.get("/schedules/old").status_code == 404
+
+
+def test_a_stale_edit_is_refused_with_the_database_words(web) -> None:
+    web.schedule("report")
+    client = web.signed_in(web.admin)
+    response = web.post(client, "/schedules/report", action="edit", cron="30 9 * * *", version="7")
+    assert response.status_code == 400
+    assert "version" in response.text and "Traceback" not in response.text
