@@ -3,7 +3,9 @@
 Language (``docs/cron.md`` is the user's reference):
 
 - five fields ``minute hour day-of-month month day-of-week``, or six with **seconds last** (the
-  croniter / Procrastinate convention); fields are separated by spaces or tabs;
+  croniter / Procrastinate convention), or seven as Quartz writes them: ``second minute hour
+  day-of-month month day-of-week year`` (seconds first, a year 1970-2199 last); fields are separated by
+  spaces or tabs;
 - in each field: ``*``, a value ``a``, a range ``a-b``, steps ``*/n``, ``a-b/n`` and ``a/n`` (from ``a``
   to the field's end), and comma lists of those; a step is 1 to the field's maximum;
 - values are numbers, or names in month (``JAN``-``DEC``) and day-of-week (``SUN``-``SAT``), in any case;
@@ -18,8 +20,11 @@ Language (``docs/cron.md`` is the user's reference):
   pg_cron's ``N seconds`` (1-59);
 - day-of-month and day-of-week combine with OR when both are restricted, with AND when either starts
   with ``*`` or is ``?`` (Vixie cron, which cronsim follows: ``0 0 */2 * MON`` is Mondays on odd days);
+- Jenkins' hashed values: ``H`` (one value of the field), ``H/n``, ``H(a-b)`` and ``H(a-b)/n``, chosen by a
+  stable hash (SHA-256) of a seed, the schedule's name: ``H * * * *`` fires once an hour at a minute of its
+  own, and schedules spread evenly over the hour; ``H`` in day-of-month picks from 1-28 (as in Jenkins);
 - refused, each with a message naming it: wrap-around ranges (``FRI-MON``), the day forms in the wrong
-  field or inside a range or step, croniter's ``L5`` and ``W15`` spellings, ``H``/``R`` hashed values.
+  field or inside a range or step, croniter's ``L5`` and ``W15`` spellings, random ``R`` values.
 
 The SQL validator ``agentlab_sched.cron_problem()`` (``sql/20_cron.sql``) accepts exactly this language
 with the same error codes and parameters; a property test holds the two together.
@@ -49,6 +54,7 @@ from __future__ import annotations
 
 import calendar
 import functools
+import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -91,6 +97,10 @@ _DOM_FORM = re.compile(r"[L$](-.*)?|[L$]W|[0-9]+W|W[0-9]+")
 _DOW_FORM = re.compile(r"(?:[0-9]+|[A-Z]{3})(?:#.*|L)|L(?:[0-9]+|[A-Z]{3})")
 #: Jenkins' and croniter's hashed and random values: H, H/5, H(0-29), R.
 _HASHED = re.compile(r"[HR](?:[(/].*)?")
+#: A hashed value as Jenkins writes it: H, H(a-b), H/n, H(a-b)/n (the range and step checked later).
+_HASH_FORM = re.compile(r"[Hh](?:\(([^()]*)\))?(?:/(.*))?")
+#: Whether an expression has a hashed item (only then does the seed change the result).
+_HAS_HASH = re.compile(r"(?:^|[ \t\n\r\f\v,])[Hh](?=[(/ \t\n\r\f\v,]|$)")
 _SECONDS_WORD = re.compile(r"seconds?", re.IGNORECASE)
 _DURATION = re.compile(r"(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
 _TIME = re.compile(r"([0-9]{1,2}):([0-9]{2})(?::([0-9]{2}))?")
@@ -114,18 +124,22 @@ class _Field:
     names: tuple[str, ...] = ()  # names[i] is the value lo_name + i
     name_base: int = 0
     hint: str = ""
+    hash_hi: int | None = None  # where a bare H ends, when not at star_hi (day-of-month: 28, as Jenkins)
 
 
 _MINUTE = _Field("minute", 0, 59, 59)
 _HOUR = _Field("hour", 0, 23, 23)
-_DOM = _Field("day-of-month", 1, 31, 31)
+_DOM = _Field("day-of-month", 1, 31, 31, hash_hi=28)
 _MONTH_NAMES = tuple("JAN FEB MAR APR MAY JUN JUL AUG SEP OCT NOV DEC".split())
 _DAY_NAMES = tuple("SUN MON TUE WED THU FRI SAT".split())
 _MONTH = _Field("month", 1, 12, 12, _MONTH_NAMES, 1, "JAN-DEC")
 _DOW = _Field("day-of-week", 0, 7, 6, _DAY_NAMES, 0, "SUN-SAT")
 _SECOND = _Field("second", 0, 59, 59)
-#: Fields in the order they are written.
+_YEAR = _Field("year", 1970, 2199, 2199)
+#: Fields in the order they are written (five or six fields; seven are Quartz's, see ``_QUARTZ``).
 _FIELDS = (_MINUTE, _HOUR, _DOM, _MONTH, _DOW, _SECOND)
+#: Seven fields, as Quartz (and EventBridge with seconds) writes them: seconds first, then the year.
+_QUARTZ = (_SECOND, _MINUTE, _HOUR, _DOM, _MONTH, _DOW, _YEAR)
 
 
 def _fail(code: str, spec: _Field | None = None, **params: object) -> ValidationError:
@@ -237,6 +251,9 @@ class _Parsed:
     nearest: set[int] = field(default_factory=set)
     nth: set[tuple[int, int]] = field(default_factory=set)
     spelt: list[str] = field(default_factory=list)
+    #: Every value a hashed item could take, whatever the seed: the check for days that never come
+    #: looks at these too, so that whether an expression is valid never depends on a name.
+    possible: set[int] = field(default_factory=set)
 
 
 def _day_form(item: str, upper: str, spec: _Field, out: _Parsed) -> None:
@@ -276,7 +293,49 @@ def _day_form(item: str, upper: str, spec: _Field, out: _Parsed) -> None:
         out.spelt.append(f"{day}L")
 
 
-def _field(text: str, spec: _Field) -> _Parsed:
+def _hash(seed: str, spec: _Field) -> int:
+    """A stable, evenly spread number from the seed and the field (SHA-256: the same in every process)."""
+    digest = hashlib.sha256(f"{seed}\x00{spec.key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+def _step_of(step_text: str, spec: _Field, item: str) -> int:
+    if not _DIGITS.fullmatch(step_text):
+        raise _fail("cron.step_not_number", spec, value=item)
+    step = int(step_text)
+    if not 1 <= step <= spec.hi:
+        raise _fail("cron.step_out_of_range", spec, value=step_text, min=1, max=spec.hi)
+    return step
+
+
+def _hashed(item: str, spec: _Field, seed: str, out: _Parsed) -> None:
+    """Jenkins' ``H``, ``H(a-b)``, ``H/n``, ``H(a-b)/n``: values chosen by the seed's hash (checks in SQL's order)."""
+    if spec is _YEAR:
+        raise _fail("cron.special_misplaced", spec, value=item)
+    form = _HASH_FORM.fullmatch(item)
+    if form is None:
+        raise _fail("cron.hash_malformed", spec, value=item)
+    lo, hi = spec.lo, spec.hash_hi if spec.hash_hi is not None else spec.star_hi
+    if form.group(1) is not None:
+        ends = form.group(1).split("-")
+        if len(ends) != 2 or "" in ends:
+            raise _fail("cron.hash_malformed", spec, value=item)
+        lo, hi = _value(ends[0], spec, item), _value(ends[1], spec, item)
+        if lo > hi:
+            raise _fail("cron.range_reversed", spec, value=form.group(1))
+    width = hi - lo + 1
+    number = _hash(seed, spec)
+    if form.group(2) is None:
+        chosen = range(lo + number % width, lo + number % width + 1)
+    else:
+        step = _step_of(form.group(2), spec, item)
+        chosen = range(lo + number % min(step, width), hi + 1, step)
+    out.values.update(chosen)
+    out.possible.update(range(lo, hi + 1))
+    out.spelt.extend(str(v) for v in chosen)
+
+
+def _field(text: str, spec: _Field, seed: str = "") -> _Parsed:
     """The values of one field, and its canonical spelling (``*`` and ``*/n`` kept, the rest listed)."""
     out = _Parsed()
     day_field = spec is _DOM or spec is _DOW
@@ -291,7 +350,10 @@ def _field(text: str, spec: _Field) -> _Parsed:
             raise _fail("cron.special_misplaced", spec, value=item)
         upper = item.translate(_UPPER)
         if _HASHED.fullmatch(upper):
-            raise _fail("cron.hashed", spec, value=item)
+            if upper[0] == "R":
+                raise _fail("cron.hashed", spec, value=item)
+            _hashed(item, spec, seed, out)
+            continue
         dom_form = _DOM_FORM.fullmatch(upper) is not None
         if dom_form or _DOW_FORM.fullmatch(upper):
             if spec is not (_DOM if dom_form else _DOW):
@@ -315,13 +377,7 @@ def _field(text: str, spec: _Field) -> _Parsed:
         else:
             start = _value(base, spec, item)
             end = max(start, spec.star_hi) if slash else start
-        step = 1
-        if slash:
-            if not _DIGITS.fullmatch(step_text):
-                raise _fail("cron.step_not_number", spec, value=item)
-            step = int(step_text)
-            if not 1 <= step <= spec.hi:
-                raise _fail("cron.step_out_of_range", spec, value=step_text, min=1, max=spec.hi)
+        step = _step_of(step_text, spec, item) if slash else 1
         chosen = range(start, end + 1, step)
         out.values.update(chosen)
         if base == "*":
@@ -373,16 +429,16 @@ def _every(text: str) -> tuple[timedelta, datetime]:
 
 
 def _split(text: str) -> tuple[list[str], bool]:
-    """The fields of ``text`` (macros expanded), and whether it has seconds."""
+    """The fields of ``text`` (macros expanded), and whether it has seconds (seven fields: Quartz's order)."""
     if text.startswith("@"):
         fields = MACROS.get(text.translate(_LOWER))
         if fields is None:
             raise _fail("cron.macro_unknown", value=text)
         return fields.split(), False
     parts = _SPLIT.split(text)
-    if len(parts) not in (5, 6):
+    if len(parts) not in (5, 6, 7):
         raise _fail("cron.field_count", count=len(parts), expr=text)
-    return parts, len(parts) == 6
+    return parts, len(parts) >= 6
 
 
 def _is_every(text: str) -> bool:
@@ -390,28 +446,32 @@ def _is_every(text: str) -> bool:
     return head.translate(_LOWER) == "@every"
 
 
-def parse(expr: str, *, dst_gap: DstGap = "shift", dst_repeat: DstRepeat = "first") -> Cron:
+def parse(expr: str, *, dst_gap: DstGap = "shift", dst_repeat: DstRepeat = "first", seed: str | None = None) -> Cron:
     """Parse a cron expression (cached); raises ValidationError naming the field and value.
 
     ``dst_gap`` and ``dst_repeat`` are the schedule's DST policies for fixed-time fires (see the
     module docstring and ``docs/cron.md``); they change evaluation only, never what is accepted.
+    ``seed`` is what ``H`` fields hash: the schedule's name (None: the empty seed, enough to validate).
+    Whether an expression is accepted never depends on the seed.
     """
     if dst_gap not in DST_GAP or dst_repeat not in DST_REPEAT:
         raise ValueError(f"cron: unknown DST policy {dst_gap!r} / {dst_repeat!r}")
     limits.check_cron_length(expr)  # before any parsing: a huge expression would take seconds
-    return _with_policy(expr, dst_gap, dst_repeat)
+    # The seed is part of the cache key only when it matters: a million hourly schedules share one entry.
+    hashed = isinstance(expr, str) and _HAS_HASH.search(expr) is not None
+    return _with_policy(expr, dst_gap, dst_repeat, (seed or "") if hashed else "")
 
 
 @functools.lru_cache(maxsize=8192)
-def _with_policy(expr: str, dst_gap: DstGap, dst_repeat: DstRepeat) -> Cron:
-    base = _parse(expr)
+def _with_policy(expr: str, dst_gap: DstGap, dst_repeat: DstRepeat, seed: str = "") -> Cron:
+    base = _parse(expr, seed)
     if (dst_gap, dst_repeat) == ("shift", "first"):
         return base
     return replace(base, dst_gap=dst_gap, dst_repeat=dst_repeat)
 
 
 @functools.lru_cache(maxsize=8192)
-def _parse(expr: str) -> Cron:
+def _parse(expr: str, seed: str = "") -> Cron:
     if expr is None:
         raise _fail("cron.empty")
     text = expr.strip(_SPACE)
@@ -424,17 +484,29 @@ def _parse(expr: str) -> Cron:
     if seconds_every is not None:
         return _interval(expr, seconds_every, datetime.combine(_ANCHOR_DATE, datetime.min.time()))
     parts, has_seconds = _split(text)
-    fields = [_field(t, spec) for t, spec in zip(parts, _FIELDS, strict=False)]
-    if not has_seconds:
-        fields.append(_Parsed(values={0}, spelt=["0"]))
-    minute, hour, dom, month, dow, second = fields
+    quartz = len(parts) == 7
+    fields = [_field(t, spec, seed) for t, spec in zip(parts, _QUARTZ if quartz else _FIELDS, strict=False)]
+    year: _Parsed | None = None
+    if quartz:
+        second, minute, hour, dom, month, dow, year = fields
+        parts = [*parts[1:6], parts[0]]  # the order of five and six fields, for what follows
+    else:
+        if not has_seconds:
+            fields.append(_Parsed(values={0}, spelt=["0"]))
+        minute, hour, dom, month, dow, second = fields
     dom_text, dow_text = parts[2], parts[4]
     day_and = dom_text.startswith("*") or dow_text.startswith("*") or "?" in (dom_text, dow_text)  # else OR
-    days = _Days(frozenset(dom.values), frozenset(dom.last), dom.last_weekday, frozenset(dom.nearest))
-    if day_and and not any(days.can_occur(m) for m in month.values):
+    # Days that never come: judged on every value a hashed item could take (never on the seed's pick).
+    possible = _Days(
+        frozenset(dom.values | dom.possible), frozenset(dom.last), dom.last_weekday, frozenset(dom.nearest)
+    )
+    if day_and and not any(possible.can_occur(m) for m in month.values | month.possible):
         raise _fail("cron.day_never", _DOM, value=dom_text, month=parts[3])
+    days = _Days(frozenset(dom.values), frozenset(dom.last), dom.last_weekday, frozenset(dom.nearest))
     weekdays = _Weekdays(frozenset(v % 7 for v in dow.values), frozenset(dow.last), frozenset(dow.nth))
     canonical = " ".join(",".join(f.spelt) for f in (second, minute, hour, dom, month, dow))
+    if year is not None:
+        canonical += " " + ",".join(year.spelt)
     state = {
         "seconds": frozenset(second.values),
         "minutes": frozenset(minute.values),
@@ -445,6 +517,7 @@ def _parse(expr: str) -> Cron:
         "_weekdays": weekdays,
         "fixup_tz": None,
         "skip_initial_tick": False,
+        "_years": tuple(sorted(year.values)) if year is not None else None,
     }
     return Cron(
         expr=expr,
@@ -608,12 +681,56 @@ class _Walk(CronSim):
 
     _days: _Days
     _weekdays: _Weekdays
+    #: The years of a seven-field expression (ascending), None when every year.
+    _years: tuple[int, ...] | None
 
     def match_dom(self, d: date) -> bool:
         return self._days.match(d)
 
     def match_dow(self, d: date) -> bool:
         return self._weekdays.match(d)
+
+    def _to_year(self) -> None:
+        """Move to the nearest allowed year in the walk's direction; StopIteration when none is left."""
+        years = self._years
+        if years is None or self.dt.year in years:
+            return
+        if self.tick_direction > 0:
+            later = [y for y in years if y > self.dt.year]
+            if not later:
+                raise StopIteration
+            self.dt = datetime(later[0], 1, 1)
+        else:
+            earlier = [y for y in years if y < self.dt.year]
+            if not earlier:
+                raise StopIteration
+            self.dt = datetime(earlier[-1], 12, 31, 23, 59, 59)
+
+    def advance(self) -> None:
+        """cronsim's forward walk, with the year field (cronsim has none): jumps to the next allowed year."""
+        if self._years is None:
+            return super().advance()
+        while True:
+            self._to_year()
+            self.advance_month()
+            if self.dt.year not in self._years:
+                continue
+            if self.advance_day() or self.advance_hour() or self.advance_minute() or self.advance_second():
+                continue
+            return None
+
+    def reverse(self) -> None:
+        """cronsim's backward walk, with the year field."""
+        if self._years is None:
+            return super().reverse()
+        while True:
+            self._to_year()
+            self.reverse_month()
+            if self.dt.year not in self._years:
+                continue
+            if self.reverse_day() or self.reverse_hour() or self.reverse_minute() or self.reverse_second():
+                continue
+            return None
 
 
 @dataclass(frozen=True)

@@ -54,13 +54,17 @@ class ScheduleState:
 
     def parsed(self) -> cronlib.Cron:
         """The cron expression, parsed with the schedule's DST policies."""
-        return cronlib.parse(self.cron, dst_gap=self.dst_gap, dst_repeat=self.dst_repeat)
+        return cronlib.parse(self.cron, dst_gap=self.dst_gap, dst_repeat=self.dst_repeat, seed=self.name)
 
 
 def cron_of(schedule: Mapping[str, Any]) -> cronlib.Cron:
-    """A schedule row's cron expression, parsed with its DST policies (the defaults where it has none)."""
+    """A schedule row's cron expression, parsed with its DST policies (the defaults where it has none) and
+    its name as the seed of ``H`` fields."""
     return cronlib.parse(
-        schedule["cron"], dst_gap=schedule.get("dst_gap") or "shift", dst_repeat=schedule.get("dst_repeat") or "first"
+        schedule["cron"],
+        dst_gap=schedule.get("dst_gap") or "shift",
+        dst_repeat=schedule.get("dst_repeat") or "first",
+        seed=schedule.get("name"),
     )
 
 

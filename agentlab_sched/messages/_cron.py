@@ -12,14 +12,15 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "cron.field.month": ("month", "月"),
     "cron.field.day-of-week": ("day-of-week", "周"),
     "cron.field.second": ("second", "秒"),
+    "cron.field.year": ("year", "年"),
     # The expression as a whole.
     "cron.empty": (
         "cron: the expression is empty",
         "cron 表达式为空",
     ),
     "cron.field_count": (
-        'cron: expected 5 or 6 fields, got {count} in "{expr}"',
-        "cron 表达式应有 5 或 6 个字段,「{expr}」有 {count} 个",
+        'cron: expected 5, 6 or 7 fields, got {count} in "{expr}"',
+        "cron 表达式应有 5、6 或 7 个字段,「{expr}」有 {count} 个",
     ),
     "cron.macro_unknown": (
         "cron: unknown macro {value} (known: @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly, "
@@ -74,9 +75,13 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "「{field}」的 {value} 中,? 表示整个字段(同 *),不能与其他值组合",
     ),
     "cron.hashed": (
-        "{field}: {value} is not supported (H and R, hashed or random values, are a Jenkins and croniter "
-        "extension; write the value)",
-        "「{field}」不支持 {value}(H 和 R 是 Jenkins 与 croniter 的散列或随机取值扩展,请写出具体的值)",
+        "{field}: {value} is not supported (R, a random value, is a croniter extension; write the value, or H "
+        "for a value chosen by the schedule's name)",
+        "「{field}」不支持 {value}(R 是 croniter 的随机取值扩展;请写出具体的值,或写 H 按计划名称选定一个值)",
+    ),
+    "cron.hash_malformed": (
+        "{field}: {value} is malformed (write H, H/n, H(a-b) or H(a-b)/n)",
+        "「{field}」的 {value} 格式不对(应写作 H、H/n、H(a-b) 或 H(a-b)/n)",
     ),
     "cron.last_offset": (
         "{field}: {value} is malformed (write L-n with n from 1 to 30: n days before the last day of the month)",

@@ -178,7 +178,11 @@ CRON_ERRORS = [
     ("* * * * 8", "day-of-week: 8 is outside 0-7", "「周」的取值 8 超出 0-7"),
     ("* * * * * 60", "second: 60 is outside 0-59", "「秒」的取值 60 超出 0-59"),
     ("", "cron: the expression is empty", "cron 表达式为空"),
-    ("0 9 * *", 'cron: expected 5 or 6 fields, got 4 in "0 9 * *"', "cron 表达式应有 5 或 6 个字段,「0 9 * *」有 4 个"),
+    (
+        "0 9 * *",
+        'cron: expected 5, 6 or 7 fields, got 4 in "0 9 * *"',
+        "cron 表达式应有 5、6 或 7 个字段,「0 9 * *」有 4 个",
+    ),
 ]
 
 

@@ -1,12 +1,12 @@
--- Cron and time zone validation inside the database: exactly the language agentlab_sched/schedules/cron.py
+-- Cron and time zone validation inside the database: exactly the language agentlab_sched/core/cron.py
 -- evaluates (docs/cron.md), with the same error codes and parameters; tests/test_cron_sql.py holds
 -- the two together with a property test. Workers evaluate cron (Python); SQL only validates.
 --
 -- A problem is jsonb {"code": ..., "field": "cron" | "timezone", "params": {...}}, NULL when valid;
 -- check_cron / check_timezone raise it with agentlab_sched.fail() (SQLSTATE 22023).
 
--- Field `idx` of a cron expression, in the order written: 1 minute, 2 hour, 3 day-of-month, 4 month,
--- 5 day-of-week, 6 second.
+-- Field `idx` of a cron expression: 1 minute, 2 hour, 3 day-of-month, 4 month, 5 day-of-week, 6 second
+-- (the order of five and six fields), 7 year (seven fields are Quartz's: second first, year last).
 CREATE OR REPLACE FUNCTION agentlab_sched._cron_problem(code text, idx int, params jsonb)
 RETURNS jsonb
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -16,7 +16,7 @@ AS $$
         'code', code,
         'field', 'cron',
         'params', jsonb_build_object('field', jsonb_build_object('msg', 'cron.field.' ||
-            (ARRAY['minute', 'hour', 'day-of-month', 'month', 'day-of-week', 'second'])[idx])) || params)
+            (ARRAY['minute', 'hour', 'day-of-month', 'month', 'day-of-week', 'second', 'year'])[idx])) || params)
 $$;
 
 -- One number or name of field `idx`: its value, or the problem with it (checks in cron.py's order).
@@ -35,8 +35,8 @@ DECLARE
     dom_form boolean;
 BEGIN
     IF token ~ '^[0-9]+$' THEN
-        lo := (ARRAY[0, 0, 1, 1, 0, 0])[idx];
-        hi := (ARRAY[59, 23, 31, 12, 7, 59])[idx];
+        lo := (ARRAY[0, 0, 1, 1, 0, 0, 1970])[idx];
+        hi := (ARRAY[59, 23, 31, 12, 7, 59, 2199])[idx];
         IF length(ltrim(token, '0')) <= 9 THEN  -- fits an int (leading zeros do not count)
             value := token::int;
         END IF;
@@ -84,9 +84,10 @@ LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    lo int := (ARRAY[0, 0, 1, 1, 0, 0])[idx];
-    hi int := (ARRAY[59, 23, 31, 12, 7, 59])[idx];
-    star_hi int := (ARRAY[59, 23, 31, 12, 6, 59])[idx];  -- * and a/n end at 6 in day-of-week
+    lo int := (ARRAY[0, 0, 1, 1, 0, 0, 1970])[idx];
+    hi int := (ARRAY[59, 23, 31, 12, 7, 59, 2199])[idx];
+    star_hi int := (ARRAY[59, 23, 31, 12, 6, 59, 2199])[idx];  -- * and a/n end at 6 in day-of-week
+    hash_m text[];
     day_field boolean := idx IN (3, 5);
     item text;
     up text;
@@ -118,8 +119,66 @@ BEGIN
         END IF;
         up := upper(item COLLATE "C");
         IF up ~ '^[HR]([(/].*)?$' THEN
-            problem := agentlab_sched._cron_problem('cron.hashed', idx, jsonb_build_object('value', item));
-            RETURN;
+            -- Jenkins' H forms (the value depends on the schedule's name: Python picks it; whether the
+            -- expression is valid never does); croniter's random R is refused.
+            IF left(up, 1) = 'R' THEN
+                problem := agentlab_sched._cron_problem('cron.hashed', idx, jsonb_build_object('value', item));
+                RETURN;
+            END IF;
+            IF idx = 7 THEN
+                problem := agentlab_sched._cron_problem('cron.special_misplaced', idx, jsonb_build_object('value', item));
+                RETURN;
+            END IF;
+            hash_m := regexp_match(item, '^[Hh](?:\(([^()]*)\))?(?:/(.*))?$');
+            IF hash_m IS NULL THEN
+                problem := agentlab_sched._cron_problem('cron.hash_malformed', idx, jsonb_build_object('value', item));
+                RETURN;
+            END IF;
+            first_value := lo;
+            last_value := CASE WHEN idx = 3 THEN 28 ELSE star_hi END;  -- H in day-of-month: 1-28, as Jenkins
+            IF hash_m[1] IS NOT NULL THEN
+                ends := string_to_array(hash_m[1], '-');
+                IF cardinality(ends) IS DISTINCT FROM 2 OR ends[1] = '' OR ends[2] = '' THEN
+                    problem := agentlab_sched._cron_problem('cron.hash_malformed', idx,
+                        jsonb_build_object('value', item));
+                    RETURN;
+                END IF;
+                r := agentlab_sched._cron_value(ends[1], idx, item);
+                IF r.problem IS NOT NULL THEN
+                    problem := r.problem;
+                    RETURN;
+                END IF;
+                first_value := r.value;
+                r := agentlab_sched._cron_value(ends[2], idx, item);
+                IF r.problem IS NOT NULL THEN
+                    problem := r.problem;
+                    RETURN;
+                END IF;
+                last_value := r.value;
+                IF first_value > last_value THEN
+                    problem := agentlab_sched._cron_problem('cron.range_reversed', idx,
+                        jsonb_build_object('value', hash_m[1]));
+                    RETURN;
+                END IF;
+            END IF;
+            IF hash_m[2] IS NOT NULL THEN
+                IF hash_m[2] !~ '^[0-9]+$' THEN
+                    problem := agentlab_sched._cron_problem('cron.step_not_number', idx,
+                        jsonb_build_object('value', item));
+                    RETURN;
+                END IF;
+                IF hash_m[2]::numeric < 1 OR hash_m[2]::numeric > hi THEN
+                    problem := agentlab_sched._cron_problem('cron.step_out_of_range', idx,
+                        jsonb_build_object('value', hash_m[2], 'min', 1, 'max', hi));
+                    RETURN;
+                END IF;
+            END IF;
+            IF idx IN (3, 4) THEN  -- every value it could take, whatever the name (days that never come)
+                FOR v IN first_value..last_value LOOP
+                    needs := needs || v;
+                END LOOP;
+            END IF;
+            CONTINUE;
         END IF;
         is_dom := up ~ '^([L$](-.*)?|[L$]W|[0-9]+W|W[0-9]+)$';
         IF is_dom OR up ~ '^(([0-9]+|[A-Z]{3})(#.*|L)|L([0-9]+|[A-Z]{3}))$' THEN
@@ -326,6 +385,11 @@ DECLARE
     d int;
     m int;
     longest int := 0;
+    -- Which field each written position is: seven fields are Quartz's (second first, year last).
+    order_of int[];
+    dom_text text;
+    month_text text;
+    dow_text text;
 BEGIN
     IF txt = '' THEN
         RETURN jsonb_build_object('code', 'cron.empty', 'field', 'cron', 'params', '{}'::jsonb);
@@ -350,23 +414,28 @@ BEGIN
         RETURN jsonb_build_object('code', 'cron.macro_unknown', 'field', 'cron',
             'params', jsonb_build_object('value', txt));
     END IF;
-    IF n NOT IN (5, 6) THEN
+    IF n NOT IN (5, 6, 7) THEN
         RETURN jsonb_build_object('code', 'cron.field_count', 'field', 'cron',
             'params', jsonb_build_object('count', n, 'expr', txt));
     END IF;
+    order_of := CASE WHEN n = 7 THEN ARRAY[6, 1, 2, 3, 4, 5, 7] ELSE ARRAY[1, 2, 3, 4, 5, 6] END;
     FOR i IN 1..n LOOP
-        r := agentlab_sched._cron_field_check(parts[i], i);
+        r := agentlab_sched._cron_field_check(parts[i], order_of[i]);
         IF r.problem IS NOT NULL THEN
             RETURN r.problem;
         END IF;
-        IF i = 3 THEN
+        IF order_of[i] = 3 THEN
             dom := r.needs;
-        ELSIF i = 4 THEN
+            dom_text := parts[i];
+        ELSIF order_of[i] = 4 THEN
             months := r.needs;
+            month_text := parts[i];
+        ELSIF order_of[i] = 5 THEN
+            dow_text := parts[i];
         END IF;
     END LOOP;
     -- With AND (either day field starts with * or is ?), a day-of-month no month has never fires.
-    IF left(parts[3], 1) = '*' OR left(parts[5], 1) = '*' OR '?' IN (parts[3], parts[5]) THEN
+    IF left(dom_text, 1) = '*' OR left(dow_text, 1) = '*' OR '?' IN (dom_text, dow_text) THEN
         FOREACH m IN ARRAY months LOOP
             longest := greatest(longest, (ARRAY[31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])[m]);
         END LOOP;
@@ -376,7 +445,7 @@ BEGIN
             END IF;
         END LOOP;
         RETURN agentlab_sched._cron_problem('cron.day_never', 3,
-            jsonb_build_object('value', parts[3], 'month', parts[4]));
+            jsonb_build_object('value', dom_text, 'month', month_text));
     END IF;
     RETURN NULL;
 END
