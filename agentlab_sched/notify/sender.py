@@ -1,12 +1,15 @@
 """One HTTP attempt: the host resolved once and checked, the request sent to that very address (Host
-header and TLS server name kept as the name), a timeout, redirects never followed, nothing secret logged.
+header and TLS server name kept as the name), one deadline for the whole attempt, redirects never
+followed, a reply read and decoded up to a cap, nothing secret logged.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
 import re
+import zlib
 
 import httpx
 
@@ -15,10 +18,30 @@ from agentlab_sched.notify.platforms import Prepared, Verdict, judge
 from agentlab_sched.notify.secrets import mask_url
 from agentlab_sched.notify.urls import Resolver, resolve_destination, system_resolver
 
-#: Seconds for one attempt (connect, write, read): a hanging receiver costs at most this.
+#: Seconds for one attempt, all of it (resolve, connect, write, every read): a hanging or trickling
+#: receiver costs at most this (the dispatcher's lease is longer).
 DEFAULT_TIMEOUT = 10.0
-#: Bytes of an answer kept for judging and recording.
+#: Bytes of an answer kept for judging and recording (read, and decoded, at most this much).
 MAX_ANSWER = 65_536
+#: zlib's window bits for the one Content-Encoding decoded (gzip, or deflate with its zlib header).
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+def decode_answer(raw: bytes, content_encoding: str | None) -> bytes:
+    """At most :data:`MAX_ANSWER` bytes of an answer's body: ``raw`` (itself at most that) decoded when it
+    has one gzip or deflate encoding, bounded, so that a small compressed reply never becomes a large one;
+    a chain of encodings (``gzip, gzip``) or another one is kept as it came."""
+    codings = [c.strip().lower() for c in (content_encoding or "").split(",") if c.strip()]
+    codings = [c for c in codings if c != "identity"]
+    if len(codings) != 1 or codings[0] not in _WBITS:
+        return raw[:MAX_ANSWER]
+    for wbits in (_WBITS[codings[0]], -zlib.MAX_WBITS):  # deflate is sometimes sent without its header
+        try:
+            return zlib.decompressobj(wbits).decompress(raw, MAX_ANSWER)
+        except zlib.error:
+            continue
+    return raw[:MAX_ANSWER]
+
 
 _URL = re.compile(r"https?://[^\s'\"<>]+", re.IGNORECASE)
 
@@ -91,10 +114,27 @@ class Sender:
         await self._client.aclose()
 
     async def send(self, request: Prepared, platform: str, *, allow_private: bool) -> Verdict:
-        """Send ``request`` once and judge the answer by ``platform``'s rules (the host's platform).
+        """Send ``request`` once and judge the answer by ``platform``'s rules (the host's platform), within
+        one deadline of ``timeout`` seconds for the whole attempt.
 
         Never raises for the receiver's or the network's faults: they become a `Verdict`.
         """
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await self._send(request, platform, allow_private=allow_private)
+        except TimeoutError:
+            return self._timed_out(request.url)
+
+    def _timed_out(self, url: str) -> Verdict:
+        try:
+            host = httpx.URL(url).raw_host.decode("ascii")
+        except (httpx.InvalidURL, UnicodeError):
+            host = ""
+        return Verdict(
+            "retry", problem="notify.problem.timeout", problem_params={"host": host, "seconds": f"{self.timeout:g}"}
+        )
+
+    async def _send(self, request: Prepared, platform: str, *, allow_private: bool) -> Verdict:
         host = ""
         try:
             url = httpx.URL(request.url)
@@ -113,7 +153,8 @@ class Sender:
                 problem_params={"host": host, "detail": hide_urls(str(exc)) or type(exc).__name__},
             )
         address = addresses[0]
-        headers = {**request.headers, "Host": _host_header(url, scheme)}
+        # identity asked for: a receiver that compresses anyway is decoded only up to the cap (decode_answer)
+        headers = {**request.headers, "Host": _host_header(url, scheme), "Accept-Encoding": "identity"}
         extensions = {}
         if scheme == "https" and not _is_ip(host):
             extensions["sni_hostname"] = host  # TLS: the name, not the address, is checked
@@ -122,17 +163,16 @@ class Sender:
             async with self._client.stream(
                 "POST", target, content=request.body, headers=headers, extensions=extensions
             ) as answer:
-                body = b""
-                async for chunk in answer.aiter_bytes():
-                    body += chunk
-                    if len(body) >= MAX_ANSWER:
-                        break
+                raw = b""
+                try:
+                    async for chunk in answer.aiter_raw():  # as sent: httpx would decode all of it first
+                        raw += chunk
+                        if len(raw) >= MAX_ANSWER:
+                            break
+                except httpx.StreamConsumed:  # a transport that gave the body in memory (httpx.MockTransport)
+                    raw = answer.content[:MAX_ANSWER]
         except httpx.TimeoutException:
-            return Verdict(
-                "retry",
-                problem="notify.problem.timeout",
-                problem_params={"host": host, "seconds": f"{self.timeout:g}"},
-            )
+            return self._timed_out(request.url)
         except httpx.TransportError as exc:
             return Verdict(
                 "retry",
@@ -141,7 +181,8 @@ class Sender:
             )
         except (httpx.HTTPError, httpx.InvalidURL) as exc:  # the URL itself is unusable
             return Verdict("failed", problem="notify.problem.bad_url", problem_params={"detail": hide_urls(str(exc))})
-        return judge(platform, answer.status_code, answer.headers, body[:MAX_ANSWER])
+        body = decode_answer(raw[:MAX_ANSWER], answer.headers.get("content-encoding"))
+        return judge(platform, answer.status_code, answer.headers, body)
 
 
 def _is_ip(host: str) -> bool:
