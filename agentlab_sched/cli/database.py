@@ -11,6 +11,7 @@ from typing import Annotated
 
 import psycopg
 import typer
+from psycopg import conninfo
 from rich.text import Text
 
 from agentlab_sched import messages
@@ -47,11 +48,31 @@ def migrate_cmd(ctx: typer.Context) -> None:
         )
 
 
+_URL = re.compile(r"^postgres(?:ql)?://", re.IGNORECASE)
+
+
 def without_password(url: str) -> str:
-    """The URL to print: its password (``user:secret@`` or ``password=secret``) left out."""
-    url = re.sub(r"(://[^:/@?#]*):[^@/?#]*@", r"\1@", url)
-    url = re.sub(r"(^|[\s&?])password=[^\s&]*&?", r"\1", url)
-    return re.sub(r"\s+", " ", url).strip().rstrip("?&")
+    """The URL to print: its password left out, in every form libpq reads (``user:secret@`` up to the
+    ``@``, whatever it holds; ``?password=``; ``password = 'a b'`` in a key=value string)."""
+    if _URL.match(url):
+        # libpq's userinfo ends at the first @ or /: a password may hold # or ? unencoded
+        url = re.sub(r"^([a-z]+://[^:/@]*):[^@/]*@", r"\1@", url, flags=re.IGNORECASE)
+        url = re.sub(r"([?&])password=[^&#]*(&|$)", r"\1", url, flags=re.IGNORECASE)
+        return url.rstrip("?&")
+    try:
+        conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:  # not a connection string libpq reads: show none of it
+        return "?"
+    # key=value: a value is a word or a quoted string with \' and \\ escapes; spaces may surround the =
+    url = re.sub(r"(^|\s)password\s*=\s*(?:'(?:[^'\\]|\\.)*'|[^\s']\S*)", r"\1", url)
+    return re.sub(r"\s+", " ", url).strip()
+
+
+def _password_apart(url: str) -> tuple[str, str | None]:
+    """``url`` as a conninfo without its password, and the password (None when it has none)."""
+    params = conninfo.conninfo_to_dict(url)
+    password = params.pop("password", None)
+    return conninfo.make_conninfo("", **params), (str(password) if password is not None else None)
 
 
 @db_app.command("url")
@@ -72,7 +93,10 @@ def psql_cmd(ctx: typer.Context, dev: Dev = False) -> None:
         typer.echo(without_password(database.url))
         common.err().print(Text(common.text("cli.psql_missing", st.locale), style="red"))
         raise typer.Exit(1)
-    completed = subprocess.run([found[0], database.url, *ctx.args], check=False)
+    # The password goes through psql's environment, never its command line (any local user reads argv).
+    target, password = _password_apart(database.url)
+    env = {**os.environ, **({"PGPASSWORD": password} if password is not None else {})}
+    completed = subprocess.run([found[0], target, *ctx.args], check=False, env=env)
     raise typer.Exit(completed.returncode)
 
 
