@@ -109,6 +109,11 @@ def _status(outcome: str, enabled: bool, dry_run: bool) -> str:
     }[outcome]
 
 
+def _unschedule_calls(items: list[pg_cron.Imported], say: Any) -> str:
+    """The calls (to copy) that remove these jobs from pg_cron, in pg_cron's database."""
+    return ", ".join(str(say("cli.import.unschedule_call", jobid=i.jobid)) for i in items)
+
+
 def _check_from(url: str) -> None:
     """--from must be a PostgreSQL URL or connection string: anything else is refused naming the option."""
     try:
@@ -152,11 +157,11 @@ def _print_report(report: pg_cron.ImportReport, locale: str) -> None:
     running = [i for i in still if i.enabled]
     if running and not report.same_database and not report.dry_run:
         # Both schedulers run these jobs now: the exact statement that stops pg_cron's copies, to copy.
-        out.print(Text(say("cli.import.unschedule_there", database=report.source_database), style="yellow"))
-        out.print(Text("SELECT " + ", ".join(f"cron.unschedule({i.jobid})" for i in running) + ";"))
+        calls = _unschedule_calls(running, say)
+        out.print(Text(say("cli.import.unschedule_there", database=report.source_database, calls=calls)))
     elif still and not report.same_database and not report.dry_run:
-        out.print(Text(say("cli.import.unschedule_later", database=report.source_database)))
-        out.print(Text("SELECT " + ", ".join(f"cron.unschedule({i.jobid})" for i in still) + ";"))
+        calls = _unschedule_calls(still, say)
+        out.print(Text(say("cli.import.unschedule_later", database=report.source_database, calls=calls)))
     elif still and not report.unschedule and report.same_database:
         calls = ", ".join(say("cli.import.unschedule_call", jobid=i.jobid) for i in still)
         out.print(Text(say("cli.import.next_steps", calls=calls)))

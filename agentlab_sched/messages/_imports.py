@@ -96,13 +96,14 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "cli.import.would_unschedule": ("would remove from pg_cron", "将从 pg_cron 删除"),
     "cli.import.unschedule_there": (
         "pg_cron still runs these jobs in database {database}, so both schedulers run them: run this in "
-        "pg_cron's database to stop pg_cron's copies:",
+        "pg_cron's database to stop pg_cron's copies:\nSELECT {calls};",
         "pg_cron 仍在数据库 {database} 中执行这些任务,两个调度器都会执行它们:请在 pg_cron 所在数据库执行下面的语句"
-        "以停止 pg_cron 中的任务:",
+        "以停止 pg_cron 中的任务:\nSELECT {calls};",
     ),
     "cli.import.unschedule_later": (
-        "pg_cron still runs these jobs in database {database}; once the schedules are enabled, run this there:",
-        "pg_cron 仍在数据库 {database} 中执行这些任务;启用定时任务后,请在该数据库执行:",
+        "pg_cron still runs these jobs in database {database}; once the schedules are enabled, run this there:"
+        "\nSELECT {calls};",
+        "pg_cron 仍在数据库 {database} 中执行这些任务;启用定时任务后,请在该数据库执行:\nSELECT {calls};",
     ),
     "cli.col.jobid": ("jobid", "pg_cron 任务编号"),
     "cli.col.database": ("database", "数据库"),
@@ -162,6 +163,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
         'name: schedule "{name}" is defined in code ({where}): change it there and deploy (here it can be '
         "paused, resumed, triggered and backfilled)",
         "名称:定时任务「{name}」定义在代码中({where}):请在代码中修改并部署(这里只能暂停、恢复、立即触发和补跑)",
+    ),
+    "code.sync_locked": (
+        "the schedules defined in code were not synced: another sync has held its lock for 10 s ({holder}); "
+        "it is tried again (a worker retries at its next registration, a minute later)",
+        "代码中定义的定时任务未同步:另一个同步已持有其锁 10 秒({holder});稍后会重试(worker 在下一次注册任务时,"
+        "约一分钟后重试)",
     ),
     "code.gone": (
         "no longer defined in code (it was defined in {where}): paused instead of deleted; delete it, or "
