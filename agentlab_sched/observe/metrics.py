@@ -16,7 +16,13 @@ What the database holds, read at each scrape (cheap queries on partial indexes):
   sent yet; ``agentlab_sched_outbox_retrying``: of those, the ones whose delivery failed at least once;
   ``agentlab_sched_notifications_failed``: notifications given up on in the last 24 hours;
 - ``agentlab_sched_overdue_schedules``: enabled schedules that nothing fired on time (the ``overdue`` view);
+- ``agentlab_sched_schedule_consecutive_failures{schedule}`` and
+  ``agentlab_sched_schedule_last_success_timestamp_seconds{schedule}`` (absent until a run succeeded):
+  per schedule, what an alert on one failing schedule needs;
 - ``agentlab_sched_database_up``: 0 when the scrape could not read the database.
+
+And the process's own (``process_*``: CPU, memory, open files; ``python_gc_*``, ``python_info``). Counters
+have no ``_created`` series.
 """
 
 from __future__ import annotations
@@ -27,7 +33,16 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import psycopg
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+    start_http_server,
+)
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from psycopg.rows import dict_row
@@ -62,7 +77,10 @@ class _DatabaseCollector(Collector):
                         self.url, autocommit=True, row_factory=dict_row, connect_timeout=3,
                         options="-c statement_timeout=5000", application_name="agentlab-sched metrics",
                     )  # fmt: skip
-                return queries.one_sync(self._conn, "metrics_gauges")
+                row = queries.one_sync(self._conn, "metrics_gauges")
+                if row is not None:
+                    row = {**row, "schedules": queries.rows_sync(self._conn, "metrics_schedules")}
+                return row
             except psycopg.Error as exc:
                 logger.warning("metrics: cannot read the database: %s", exc)
                 if self._conn is not None:
@@ -94,6 +112,21 @@ class _DatabaseCollector(Collector):
         )  # fmt: skip
         for name, documentation, value in gauges:
             yield GaugeMetricFamily(name, documentation, value=float(value or 0))
+        failures = GaugeMetricFamily(
+            "agentlab_sched_schedule_consecutive_failures", "Runs of the schedule that failed in a row",
+            labels=["schedule"],
+        )  # fmt: skip
+        success = GaugeMetricFamily(
+            "agentlab_sched_schedule_last_success_timestamp_seconds",
+            "When a run of the schedule last succeeded (Unix time)",
+            labels=["schedule"],
+        )
+        for s in row.get("schedules") or []:
+            failures.add_metric([s["name"]], float(s["failures"] or 0))
+            if s["last_success"] is not None:
+                success.add_metric([s["name"]], float(s["last_success"]))
+        yield failures
+        yield success
 
     def close(self) -> None:
         with self._lock:
@@ -106,7 +139,10 @@ class Metrics:
     """A registry of its own (one per worker, so several can live in one process), served on ``port``."""
 
     def __init__(self, url: str) -> None:
+        disable_created_metrics()  # a _created series beside every counter doubles them for nothing
         self.registry = CollectorRegistry()
+        for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):  # the process's own
+            self.registry.register(collector)
         self.fires = Counter(
             "agentlab_sched_fires", "Fires this worker recorded", ["status", "reason_code"], registry=self.registry
         )

@@ -28,3 +28,14 @@ SELECT
     (SELECT count(*) FROM agentlab_sched.outbox
       WHERE status = 'failed' AND created_at > clock_timestamp() - interval '1 day') AS failed,
     (SELECT count(*) FROM agentlab_sched.overdue) AS overdue
+
+-- name: metrics_schedules
+-- Per schedule, for alerting: its consecutive failures and when a run of it last succeeded (looked for
+-- among its latest 1000 runs, so a scrape costs the same however long its history).
+SELECT s.name, s.enabled, s.consecutive_failures AS failures,
+       (SELECT extract(epoch FROM max(r.finished_at))
+        FROM (SELECT r.status, r.finished_at FROM agentlab_sched.runs r WHERE r.schedule_id = s.id
+              ORDER BY r.created_at DESC LIMIT 1000) r
+        WHERE r.status = 'succeeded') AS last_success
+FROM agentlab_sched.schedules s
+ORDER BY s.name
