@@ -33,9 +33,9 @@ def _load(url: str, schedules: int, fires: int) -> None:
         common.insert_schedules(conn, schedules, cron="0 9 * * *", next_run_at=None, prefix="web")
         # 1,440 distinct daily times (the load page evaluates each once), planned for tomorrow.
         conn.execute(
-            """UPDATE agentlab_sched.schedules SET cron = (id %% 60) || ' ' || (id / 60 %% 24) || ' * * *',
+            """UPDATE agentlab_sched.schedules SET cron = (id % 60) || ' ' || (id / 60 % 24) || ' * * *',
                       next_run_at = date_trunc('day', now()) + interval '1 day'
-                                    + (id / 60 %% 24) * interval '1 hour' + (id %% 60) * interval '1 minute',
+                                    + (id / 60 % 24) * interval '1 hour' + (id % 60) * interval '1 minute',
                       replan = NULL"""
         )
         # Fires spread over the schedules, one a day back in time per schedule (daily schedules); a run for one in

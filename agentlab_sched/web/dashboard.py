@@ -371,6 +371,7 @@ async def schedules_page(dash: Dashboard, request: Request, person: Person) -> R
     filters = _schedule_filters(request.query_params)
     after = request.query_params.get("after") or None
     locale = _locale(request)
+    status_words = {st: messages.render(f"fire.status.{st}", locale) for st in lifecycle.FIRE_STATUSES}
     async with dash.conn(request, person) as conn:
         rows = await queries.rows(conn, "web_schedules", {**filters, "after": after, "limit": PAGE_SIZE + 1})
     more = len(rows) > PAGE_SIZE
@@ -379,7 +380,10 @@ async def schedules_page(dash: Dashboard, request: Request, person: Person) -> R
         row["words"] = words.cron_words(row["cron"], row["timezone"], locale)
         row["dst"] = _dst_mark(row)
         for fire in row["strip"]:
-            fire["reason"] = words.reason(fire["reason_code"], fire["reason_params"], fire["reason"], locale)
+            # Said once, in Python: the strip is 1,500 cells a page (its title and its screen-reader text).
+            reason = words.reason(fire["reason_code"], fire["reason_params"], fire["reason"], locale)
+            said = f"{words.when(fire['fire_at'], row['timezone'])} {status_words[fire['status']]}"
+            fire["label"] = f"{said}: {reason}" if reason else said
     next_url = (
         dash.url(
             "/schedules", status=filters["status"], task=filters["task"], q=filters["text"], after=rows[-1]["name"]

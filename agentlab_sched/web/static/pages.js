@@ -20,6 +20,7 @@
         if (fresh && main) {
           main.replaceWith(document.importNode(fresh, true));
           setupPreview();
+          document.dispatchEvent(new Event("agentlab:refreshed"));
         }
       })
       .catch(function () {});
@@ -81,5 +82,22 @@
     zone.addEventListener("input", later);
     show();
   }
+  function readerTimes() {
+    // The reader's own time beside the schedule's: only the browser knows the reader's zone.
+    var lang = document.documentElement.lang || undefined;
+    document.querySelectorAll("time[data-reader]").forEach(function (t) {
+      if (t.getAttribute("data-done")) return;
+      var d = new Date(t.getAttribute("datetime"));
+      if (isNaN(d)) return;
+      var span = document.createElement("small");
+      span.className = "reader-time";
+      span.textContent = " · " + d.toLocaleString(lang, { dateStyle: "short", timeStyle: "short" });
+      t.after(span);
+      t.setAttribute("data-done", "1");
+    });
+  }
+
   setupPreview();
+  readerTimes();
+  document.addEventListener("agentlab:refreshed", readerTimes);
 })();
