@@ -1,5 +1,5 @@
 """The Python API of the run lifecycle: approve, reject, resume, abandon, cancel, prune, and reading
-runs and fires (the SQL API of sql/55_lifecycle.sql with typed results).
+runs and fires (the SQL API of sql/51_run_common.sql to 53_run_people.sql with typed results).
 
 Every function takes an open psycopg ``AsyncConnection`` (any row factory; the work of one call is one
 transaction, a savepoint inside the caller's) and returns a frozen dataclass or raises a

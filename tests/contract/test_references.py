@@ -25,7 +25,7 @@ SQL_DIRS = (PACKAGE / "database" / "sql", PACKAGE / "database" / "migrations", P
 
 #: A path of the repository: agentlab_sched/..., tests/..., bench/..., docs/... (a file or a folder).
 PATH = re.compile(r"(?<![\w/.-])((?:agentlab_sched|tests|bench|docs)/[\w./-]*[\w/])")
-#: A path inside the package written without its root: worker/batch.py, database/sql/40_firing.sql.
+#: A path inside the package written without its root: worker/batch.py, database/sql/40_claim.sql.
 SHORT_PATH = re.compile(r"(?<![\w/.-])((?:[a-z_]+/)+[\w-]+\.(?:py|sql))\b")
 #: A dotted Python name of the package: agentlab_sched.worker.batch.BatchWorker.
 DOTTED = re.compile(r"(?<![\w.])agentlab_sched(?:\.[A-Za-z_]\w*)+")

@@ -1,5 +1,5 @@
 -- Firing: the tick (claim, plan, apply), re-planning, manual and backfill requests, the precise loop.
--- Run through agentlab_sched.database.queries; the functions called are in database/sql/40_firing.sql.
+-- Run through agentlab_sched.database.queries; the functions called are in database/sql/40_claim.sql to 43_requests.sql.
 
 -- name: db_now
 -- The database clock: one clock for all workers.

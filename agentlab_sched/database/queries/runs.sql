@@ -1,6 +1,6 @@
 -- Runs: the statements of the run lifecycle API (runs/lifecycle.py), the run middleware
 -- (worker/middleware.py) and current_run() (runs/context.py). The SQL functions called are in
--- database/sql/50_runs.sql and 55_lifecycle.sql.
+-- database/sql/50_runs.sql to 53_run_people.sql and 80_housekeeping.sql.
 
 -- name: find_run
 -- The id of the run %(ref)s names (an id or its first characters); NotFound / ValidationError.

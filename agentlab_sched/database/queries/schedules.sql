@@ -1,6 +1,6 @@
 -- Schedules: the statements of the Python admin API (schedules/admin.py). The SQL functions called are in
 -- database/sql/30_schedules.sql. Every schedule option (core/options.py) is an argument of
--- schedule and alter_schedule (tests/test_options.py checks it); NULL = not given.
+-- schedule and alter_schedule (tests/contract/test_options.py checks it); NULL = not given.
 
 -- name: schedule
 -- Create or update schedule %(name)s (SQL schedule()); its id. With %(if_exists)s 'error': create only
@@ -108,3 +108,8 @@ SELECT id, name, cron, timezone, task, enabled, next_run_at, replan, last_fire_i
        paused_at, overlap, remaining_runs, version, updated_at, webhook_format, webhook_url_hint,
        webhook_has_secret, webhook_events, webhook
 FROM agentlab_sched.schedule_status ORDER BY name
+
+-- name: schedule_many
+-- Create the schedules %(definitions)s (a JSON array of schedule()'s arguments by name), all or none;
+-- how many.
+SELECT agentlab_sched.schedule_many(%(definitions)s::jsonb)

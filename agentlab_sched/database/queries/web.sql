@@ -182,7 +182,7 @@ ORDER BY 1
 SELECT
     (SELECT max(id) FROM agentlab_sched.fires) AS fire,
     (SELECT max(finished_at) FROM agentlab_sched.runs
-      WHERE status IN ('succeeded', 'failed', 'cancelled', 'timed_out')) AS finished,  -- runs_finished_idx
+      WHERE agentlab_sched.run_is_final(status)) AS finished,  -- runs_finished_idx
     (SELECT count(*) FROM agentlab_sched.runs WHERE status = 'running') AS running,
     (SELECT count(*) FROM agentlab_sched.runs WHERE status = 'queued' AND started_at IS NULL) AS waiting,
     (SELECT max(id) FROM agentlab_sched.approvals) AS approval,

@@ -1,5 +1,5 @@
 -- How `agentlab-sched worker` takes and finishes Procrastinate jobs: several in one statement
--- (agentlab_sched/runner.py). Each does for many jobs exactly what Procrastinate's own function does for
+-- (agentlab_sched/worker/batch.py). Each does for many jobs exactly what Procrastinate's own function does for
 -- one (procrastinate_fetch_job_v2, procrastinate_finish_job_v1), so the job triggers (Procrastinate's
 -- events and NOTIFYs, our follow_job) fire as they always do; a plain `procrastinate worker` keeps using
 -- Procrastinate's functions, with the same results one job at a time.

@@ -104,10 +104,7 @@ BEGIN
     IF FOUND THEN
         RETURN result;
     END IF;
-    SELECT s.version INTO actual FROM agentlab_sched.schedules s WHERE s.name = name;
-    IF NOT FOUND THEN
-        PERFORM agentlab_sched.fail('schedule.not_found', 'name', jsonb_build_object('name', name));
-    END IF;
+    actual := (agentlab_sched.find_schedule(name)).version;
     PERFORM agentlab_sched.fail('schedule.stale_version', 'expected_version', jsonb_build_object(
         'name', name, 'expected', expected_version, 'actual', actual));
     RETURN NULL;

@@ -1,12 +1,191 @@
--- Housekeeping: what a periodic task does every few seconds (agentlab_sched/housekeeping.py).
+-- Housekeeping: what a periodic task does every few seconds (agentlab_sched/runs/housekeeping.py).
 --
 -- - finished jobs of the scheduler's own periodic tasks (one a second) are deleted;
 -- - runs whose worker stopped heartbeating for `stalled_after` become suspended (detect_suspended);
--- - runs past their deadline are aborted, and a task that ignores the abort is reported (enforce_timeouts);
+-- - runs past their deadline are aborted, and a task that ignores the abort is reported (enforce_timeouts,
+--   time_out_run);
 -- - runs' ends that could not be counted against their schedule when their job finished (the schedules
 --   table or row was locked) are counted (apply_pending_tallies);
 -- - with a `retention`, history older than that is pruned, at most `prune_batch` runs a call (prune).
--- Every part skips rows another worker is handling; any number of workers can run it at once.
+-- Every part skips rows another worker is handling; any number of workers can run it at once. The
+-- windows default to agentlab_sched/limits.py's (policy_interval).
+
+-- Runs whose job is `doing` on a worker that stopped heartbeating for `stalled_after` (Procrastinate's
+-- stalled jobs), or whose job is gone: interrupted (interrupt_run: suspended with an error saying what to
+-- do, or what the schedule's on_interrupt says). A run that was being aborted (timeout, cancel, a newer
+-- fire) ends as that abort would have ended it. Returns how many runs moved.
+CREATE OR REPLACE FUNCTION agentlab_sched.detect_suspended(now timestamptz DEFAULT now(),
+                                                           stalled_after interval DEFAULT agentlab_sched.policy_interval('stall_seconds'))
+RETURNS integer
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c record;
+    r agentlab_sched.runs;
+    n integer := 0;
+BEGIN
+    FOR c IN SELECT x.id, x.job_id FROM agentlab_sched.runs x
+             LEFT JOIN public.procrastinate_jobs j ON j.id = x.job_id
+             LEFT JOIN public.procrastinate_workers w ON w.id = j.worker_id
+             WHERE x.status = 'running'
+               AND (j.id IS NULL
+                    OR (j.status = 'doing' AND (w.id IS NULL OR w.last_heartbeat < now - stalled_after)))
+    LOOP
+        -- The job's lock first, then the run's; skip whatever someone else is handling.
+        IF c.job_id IS NOT NULL THEN
+            PERFORM 1 FROM public.procrastinate_jobs j WHERE j.id = c.job_id AND j.status = 'doing' FOR UPDATE SKIP LOCKED;
+            CONTINUE WHEN NOT FOUND;
+        END IF;
+        SELECT * INTO r FROM agentlab_sched.runs x
+        WHERE x.id = c.id AND x.status = 'running' AND x.job_id IS NOT DISTINCT FROM c.job_id
+        FOR UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND;
+        IF r.job_id IS NOT NULL AND (r.abort_reason IS NOT NULL AND r.abort_reason <> 'shutdown'
+                                     OR EXISTS (SELECT 1 FROM public.procrastinate_jobs j
+                                                WHERE j.id = r.job_id AND j.abort_requested)) THEN
+            PERFORM public.procrastinate_finish_job_v1(r.job_id, 'aborted', false);  -- the job trigger ends the run
+        ELSE
+            -- Its worker is gone: what its schedule's on_interrupt says (suspended by default).
+            PERFORM agentlab_sched.interrupt_run(r, r.job_id IS NOT NULL, now);
+        END IF;
+        n := n + 1;
+    END LOOP;
+    RETURN n;
+END
+$$;
+
+-- One run past its deadline: the first call asks Procrastinate to abort its job (abort_reason =
+-- 'timeout'; the job trigger ends the run timed_out when the job ends aborted); a later call, once
+-- `abort_grace` has passed and the task still runs (a synchronous task that does not check
+-- context.should_abort()), says so in the run's error. Returns what it did: 'aborted', 'ignoring_abort'
+-- or NULL.
+CREATE OR REPLACE FUNCTION agentlab_sched.time_out_run(run_id uuid, now timestamptz DEFAULT now(),
+                                                       abort_grace interval DEFAULT agentlab_sched.policy_interval('abort_grace_seconds'))
+RETURNS text
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r agentlab_sched.runs;
+BEGIN
+    r := agentlab_sched.lock_run(run_id);
+    IF r.status <> 'running' OR r.deadline_at IS NULL OR r.deadline_at > now THEN
+        RETURN NULL;
+    END IF;
+    IF r.abort_reason IS NULL THEN
+        UPDATE agentlab_sched.runs x
+        SET abort_reason = 'timeout', abort_requested_at = now, error_code = 'run.timed_out', updated_at = now
+        WHERE x.id = r.id;
+        IF r.job_id IS NOT NULL THEN
+            PERFORM public.procrastinate_cancel_job_v1(r.job_id, true, false);
+        END IF;
+        RETURN 'aborted';
+    END IF;
+    IF r.abort_reason = 'timeout' AND r.abort_requested_at + abort_grace <= now
+       AND r.error_code IS DISTINCT FROM 'run.ignoring_abort' THEN
+        UPDATE agentlab_sched.runs x
+        SET error = agentlab_sched.msg('run.ignoring_abort', jsonb_build_object(
+                'timeout', jsonb_build_object('duration', extract(epoch FROM r.timeout)),
+                'late', jsonb_build_object('duration', extract(epoch FROM now - r.abort_requested_at)))),
+            error_code = 'run.ignoring_abort', updated_at = now
+        WHERE x.id = r.id;
+        RETURN 'ignoring_abort';
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- Every running run past its deadline: time_out_run() each. Returns how many changed.
+CREATE OR REPLACE FUNCTION agentlab_sched.enforce_timeouts(now timestamptz DEFAULT now(),
+                                                           abort_grace interval DEFAULT agentlab_sched.policy_interval('abort_grace_seconds'))
+RETURNS integer
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rid uuid;
+    n integer := 0;
+BEGIN
+    FOR rid IN SELECT x.id FROM agentlab_sched.runs x
+               WHERE x.deadline_at <= now AND agentlab_sched.run_is_active(x.status)
+               ORDER BY x.deadline_at LOOP
+        IF agentlab_sched.time_out_run(rid, now, abort_grace) IS NOT NULL THEN
+            n := n + 1;
+        END IF;
+    END LOOP;
+    RETURN n;
+END
+$$;
+
+-- Remove history older than `older_than` (at least a minute): finished runs (with their approvals and
+-- notifications, and their Procrastinate jobs), the fires that launched them or launched nothing, and
+-- fire requests carried out. Never the newest fire of a schedule (nor its run), never a run that has
+-- not ended, never a run with a notification still to send. `batch` bounds the runs (and fires) of one
+-- call. Returns the counts.
+CREATE OR REPLACE FUNCTION agentlab_sched.prune(older_than interval, now timestamptz DEFAULT now(),
+                                                batch integer DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    cutoff timestamptz;
+    victims uuid[];
+    jobs bigint[];
+    n_fires integer;
+    n_runs integer;
+    n_jobs integer;
+    n_requests integer;
+BEGIN
+    IF older_than IS NULL OR older_than < interval '1 minute' THEN
+        PERFORM agentlab_sched.fail('retention.too_short', 'older_than', jsonb_build_object(
+            'field', jsonb_build_object('msg', 'run.field.older_than'),
+            'seconds', extract(epoch FROM older_than)::bigint));
+    END IF;
+    cutoff := now - older_than;
+    victims := ARRAY(
+        SELECT r.id FROM agentlab_sched.runs r
+        WHERE agentlab_sched.run_is_final(r.status) AND r.finished_at < cutoff
+          AND NOT EXISTS (SELECT 1 FROM agentlab_sched.fires f
+                          WHERE f.run_id = r.id
+                            AND NOT EXISTS (SELECT 1 FROM agentlab_sched.fires n
+                                            WHERE n.schedule_id = f.schedule_id AND n.id > f.id))
+          AND NOT EXISTS (SELECT 1 FROM agentlab_sched.outbox o WHERE o.run_id = r.id AND o.status = 'pending')
+        ORDER BY r.finished_at
+        LIMIT batch);
+    jobs := ARRAY(
+        SELECT r.job_id FROM agentlab_sched.runs r WHERE r.id = ANY (victims) AND r.job_id IS NOT NULL
+        UNION
+        SELECT a.job_id FROM agentlab_sched.approvals a WHERE a.run_id = ANY (victims) AND a.job_id IS NOT NULL);
+
+    DELETE FROM agentlab_sched.fires f
+    WHERE f.id IN (
+        SELECT f2.id FROM agentlab_sched.fires f2
+        WHERE f2.created_at < cutoff
+          AND (f2.run_id IS NULL OR f2.run_id = ANY (victims))
+          AND EXISTS (SELECT 1 FROM agentlab_sched.fires n WHERE n.schedule_id = f2.schedule_id AND n.id > f2.id)
+        ORDER BY f2.id
+        LIMIT batch);
+    GET DIAGNOSTICS n_fires = ROW_COUNT;
+
+    DELETE FROM agentlab_sched.runs r WHERE r.id = ANY (victims);
+    GET DIAGNOSTICS n_runs = ROW_COUNT;
+
+    DELETE FROM public.procrastinate_jobs j
+    WHERE j.id = ANY (jobs) AND j.status IN ('succeeded', 'failed', 'cancelled', 'aborted');
+    GET DIAGNOSTICS n_jobs = ROW_COUNT;
+
+    DELETE FROM agentlab_sched.fire_requests q WHERE q.done_at < cutoff;
+    GET DIAGNOSTICS n_requests = ROW_COUNT;
+
+    RETURN jsonb_build_object('fires', n_fires, 'runs', n_runs, 'jobs', n_jobs, 'requests', n_requests);
+END
+$$;
 
 CREATE OR REPLACE FUNCTION agentlab_sched.housekeeping(now timestamptz DEFAULT now(),
                                                        stalled_after interval DEFAULT agentlab_sched.policy_interval('stall_seconds'),
