@@ -183,6 +183,7 @@ REGISTRY: dict[str, ErrorCode] = {
         *_codes(Conflict, "40001", "schedule.stale_version", "notify.rotate.changed"),
         *_codes(NotAllowed, "42501", "sql.not_allowed", "sql.no_connect"),
         *_codes(Conflict, "23505", "schedule.name_taken", "cli.exists"),
+        *_codes(Conflict, "55P03", "code.sync_locked", "migrate.locked"),
         *_codes(
             Conflict,
             "55000",

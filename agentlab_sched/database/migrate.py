@@ -78,7 +78,7 @@ def migrate(
     report = MigrateReport(cron_schema=cron_schema)
     with psycopg.connect(url, autocommit=False) as conn:
         with conn.transaction():
-            queries.execute_sync(conn, "migrate_lock", {"key": LOCK_KEY})
+            _lock(conn)
             queries.execute_sync(conn, "quiet_notices")
             queries.execute_sync(conn, "create_schema")
             queries.execute_sync(conn, "create_migrations_table")
@@ -95,6 +95,24 @@ def migrate(
             if cron_schema:
                 report.cron_blocker = queries.value_sync(conn, "install_cron_compat", {"schema": cron_schema})
     return report
+
+
+def _lock(conn: psycopg.Connection[Any]) -> None:
+    """One migrate at a time, waited for at most 10 s, then refused naming who holds it: the lock of the
+    migrations table, which only its owner can take (an advisory lock is anyone's who may connect), or on
+    the first install, before there is a table, the advisory lock."""
+    was = queries.value_sync(conn, "lock_timeout")
+    queries.execute_sync(conn, "set_lock_timeout", {"value": "10s"})
+    try:
+        with conn.transaction():
+            if queries.value_sync(conn, "migrations_table_exists"):
+                queries.execute_sync(conn, "migrate_lock_table")
+            else:
+                queries.execute_sync(conn, "migrate_lock", {"key": LOCK_KEY})
+    except psycopg.errors.LockNotAvailable:
+        holder = queries.value_sync(conn, "migrate_lock_holders", {"key": LOCK_KEY})
+        raise errors.Conflict("migrate.locked", "database", holder=holder or "?") from None
+    queries.execute_sync(conn, "set_lock_timeout", {"value": was})
 
 
 def fingerprint() -> str:

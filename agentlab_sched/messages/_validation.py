@@ -331,6 +331,12 @@ MESSAGES.update(
             "this role may do; choose another name",
             "「{field}」:角色 {name} 是超级用户或 agentlab_sched 模式的属主,无法限制到这个角色应有的权限;请换一个名字",
         ),
+        "migrate.locked": (
+            "migrate did not start: another session has held migrate's lock for 10 s ({holder}); let it finish "
+            "(or end it: SELECT pg_terminate_backend(pid)) and run migrate again",
+            "migrate 未开始:另一个会话已持有 migrate 的锁 10 秒({holder});请等它结束(或结束它:SELECT "
+            "pg_terminate_backend(pid))后再运行 migrate",
+        ),
         "roles.done": (
             "roles created: {created}; already there: {existing}; privileges granted. Give them to login roles, "
             "e.g. CREATE ROLE alice LOGIN PASSWORD '...' IN ROLE {admin}. A SQL schedule's command runs on a "

@@ -265,6 +265,13 @@ async def sync_once(conn: psycopg.AsyncConnection[Any], app: procrastinate.App) 
         return None
     try:
         report = await sync(conn, app)
+    except SchedError as err:
+        if err.code == "code.sync_locked":  # another sync held it: the next registration tries again
+            _synced.discard(id(app))
+            logger.warning("%s", err.message(None))
+            return None
+        logger.exception("could not sync the schedules defined in code; they keep their last definitions")
+        return None
     except Exception:
         logger.exception("could not sync the schedules defined in code; they keep their last definitions")
         return None

@@ -5,6 +5,33 @@
 -- One migrate at a time (for this transaction): "agentlab-sched migrate" as a number.
 SELECT pg_advisory_xact_lock(%(key)s)
 
+-- name: lock_timeout
+-- The session's lock_timeout (migrate waits for its lock at most 10 s, then puts it back).
+SELECT current_setting('lock_timeout') AS value
+
+-- name: set_lock_timeout
+-- lock_timeout %(value)s for the rest of this transaction.
+SELECT set_config('lock_timeout', %(value)s, true)
+
+-- name: migrations_table_exists
+-- Whether the record of applied migrations exists (not on a first install).
+SELECT to_regclass('agentlab_sched.schema_migrations') IS NOT NULL AS found
+
+-- name: migrate_lock_table
+-- One migrate at a time: a lock only the owner of the migrations table can take (readers may SELECT).
+LOCK TABLE agentlab_sched.schema_migrations IN EXCLUSIVE MODE
+
+-- name: migrate_lock_holders
+-- Who holds migrate's lock (the table's, or the advisory key %(key)s): pid, role, application, since.
+SELECT string_agg(format('pid %%s (%%s, %%s, since %%s)', a.pid, a.usename, nullif(a.application_name, ''),
+                         to_char(a.xact_start AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS "UTC"')),
+                  ', ' ORDER BY a.pid) AS holder
+FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.granted AND l.pid <> pg_backend_pid()
+  AND ((l.locktype = 'advisory' AND l.classid::bigint = (%(key)s::bigint >> 32)
+        AND l.objid::bigint = (%(key)s::bigint & 4294967295) AND l.objsubid = 1)
+       OR (l.relation = to_regclass('agentlab_sched.schema_migrations') AND l.mode <> 'AccessShareLock'))
+
 -- name: quiet_notices
 -- No NOTICE for every IF NOT EXISTS of a migrate (this transaction only).
 SET LOCAL client_min_messages = warning

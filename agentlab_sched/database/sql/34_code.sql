@@ -14,6 +14,9 @@ $$;
 
 -- Start a sync by deployment `fingerprint` (declaring `schedules` for `tasks`): first seen now unless seen
 -- before (now again with `adopt`). When it was first seen.
+-- One sync at a time: a lock on code_deployments that only the owner's functions can take (a role with
+-- only CONNECT, or the reader, cannot: an advisory lock is anyone's), waited for at most 10 s, then
+-- refused naming who holds it (code.sync_locked).
 CREATE OR REPLACE FUNCTION agentlab_sched.begin_code_sync(fingerprint text, tasks text[], schedules text[],
                                                          adopt boolean DEFAULT false)
 RETURNS timestamptz
@@ -24,8 +27,23 @@ AS $$
 #variable_conflict use_variable
 DECLARE
     first timestamptz;
+    holder text;
+    was text := pg_catalog.current_setting('lock_timeout');
 BEGIN
-    PERFORM pg_catalog.pg_advisory_xact_lock(7161746375646531);  -- one sync at a time
+    BEGIN
+        PERFORM pg_catalog.set_config('lock_timeout', '10s', true);
+        LOCK TABLE agentlab_sched.code_deployments IN EXCLUSIVE MODE;
+    EXCEPTION WHEN lock_not_available THEN
+        SELECT string_agg(format('pid %s (%s, %s, since %s)', a.pid, a.usename, nullif(a.application_name, ''),
+                                 to_char(a.xact_start AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS "UTC"')),
+                          ', ' ORDER BY a.pid)
+        INTO holder
+        FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+        WHERE l.relation = 'agentlab_sched.code_deployments'::pg_catalog.regclass AND l.granted
+          AND l.mode <> 'AccessShareLock' AND l.pid <> pg_catalog.pg_backend_pid();
+        PERFORM agentlab_sched.fail('code.sync_locked', 'app', jsonb_build_object('holder', coalesce(holder, '?')));
+    END;
+    PERFORM pg_catalog.set_config('lock_timeout', was, true);
     INSERT INTO agentlab_sched.code_deployments AS d (fingerprint, tasks, schedules)
     VALUES (fingerprint, coalesce(tasks, '{}'), coalesce(schedules, '{}'))
     ON CONFLICT ON CONSTRAINT code_deployments_pkey DO UPDATE
