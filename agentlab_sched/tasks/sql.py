@@ -114,6 +114,7 @@ async def run_sql(
             notices.append({"severity": diag.severity or "", "message": (diag.message_primary or "")[:1000]})
 
     conn.add_notice_handler(keep)
+    backend_pid = conn.info.backend_pid
     started = time.monotonic()
     try:
         limit_ms = int(await queries.value(conn, "statement_timeout_ms", {"timeout": statement_timeout}))
@@ -139,6 +140,7 @@ async def run_sql(
         "statements": statements,
         "notices": notices,
         "duration_ms": round((time.monotonic() - started) * 1000),
+        "pid": backend_pid,  # the backend that ran it (cron.job_run_details.job_pid)
     }
 
 

@@ -4,11 +4,34 @@
 -- compatibility schema (AGENTLAB_SCHED_CRON_SCHEMA, `cron` by default) unless pg_cron itself is installed
 -- there (install_cron_compat below).
 
--- One row per schedule, as pg_cron's cron.job: jobid = the schedule's id, jobname = its name; command is
+-- The jobid cron.job shows for a schedule: pg_cron's job id for one imported from a job ("pg_cron job 7 in
+-- database postgres"), else the schedule's id.
+CREATE OR REPLACE FUNCTION agentlab_sched.cron_jobid(schedule_id bigint, imported_from text) RETURNS bigint
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(pg_catalog.substring(imported_from, '^pg_cron job ([0-9]+) in database ')::bigint,
+                    schedule_id)
+$$;
+
+-- A sql run's result as pg_cron's return_message: "1 row" / "N rows" for a statement that returns rows,
+-- else the command's status ("DELETE 3"); a task that is not sql: its result's status, if any.
+CREATE OR REPLACE FUNCTION agentlab_sched.cron_return_message(result jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN result ->> 'status' ~ '^SELECT [0-9]+$'
+                THEN pg_catalog.split_part(result ->> 'status', ' ', 2)
+                     || CASE WHEN pg_catalog.split_part(result ->> 'status', ' ', 2) = '1' THEN ' row' ELSE ' rows' END
+                ELSE result ->> 'status' END
+$$;
+
+-- One row per schedule, as pg_cron's cron.job: jobid = the schedule's id (a schedule imported from pg_cron
+-- keeps that job's id, so queries by jobid go on working), jobname = its name; command is
 -- the SQL of a sql schedule, else the task and its inputs; database and username are where and as whom
 -- a sql schedule runs, else this database and the role that created the schedule.
 CREATE OR REPLACE VIEW agentlab_sched.cron_job AS
-SELECT s.id AS jobid,
+SELECT agentlab_sched.cron_jobid(s.id, s.imported_from) AS jobid,
        s.cron AS schedule,
        CASE WHEN s.task = agentlab_sched.sql_task_name() THEN s.inputs ->> 'command'
             ELSE s.task || CASE WHEN s.inputs = '{}'::jsonb THEN '' ELSE ' ' || s.inputs::text END
@@ -25,12 +48,12 @@ FROM agentlab_sched.schedules s;
 
 -- One row per fire, as pg_cron's cron.job_run_details: runid = the fire's id (the ledger row), status
 -- in pg_cron's words (starting, running, succeeded, failed; a skipped or refused fire is `failed`, its
--- reason the return_message), return_message = the command's status of a sql run ("DELETE 3"), the
--- run's error, or why the fire did not run.
+-- reason the return_message), return_message as pg_cron writes it for a sql run ("1 row", "3 rows",
+-- "DELETE 3"), the run's error, or why the fire did not run; job_pid = the backend that ran the command.
 CREATE OR REPLACE VIEW agentlab_sched.cron_job_run_details AS
-SELECT f.schedule_id AS jobid,
+SELECT agentlab_sched.cron_jobid(s.id, s.imported_from) AS jobid,
        f.id AS runid,
-       NULL::integer AS job_pid,
+       (r.result ->> 'pid')::integer AS job_pid,
        coalesce(f.inputs ->> 'database', s.inputs ->> 'database', pg_catalog.current_database()::text) AS database,
        coalesce(f.inputs ->> 'username', s.inputs ->> 'username') AS username,
        CASE WHEN s.task = agentlab_sched.sql_task_name() THEN coalesce(f.inputs, s.inputs) ->> 'command'
@@ -42,7 +65,7 @@ SELECT f.schedule_id AS jobid,
             WHEN r.status IN ('failed', 'timed_out', 'cancelled') THEN 'failed'
             ELSE 'starting' END AS status,
        CASE WHEN f.status <> 'started' THEN f.reason
-            WHEN r.status = 'succeeded' THEN r.result ->> 'status'
+            WHEN r.status = 'succeeded' THEN agentlab_sched.cron_return_message(r.result)
             WHEN r.status IN ('failed', 'timed_out', 'cancelled') THEN coalesce(r.error, r.status)
        END AS return_message,
        coalesce(r.started_at, f.created_at) AS start_time,
