@@ -77,6 +77,11 @@ def _when(value: datetime | None, tz: str) -> str:
     return messages.local_time(value, tz) if value is not None else ""
 
 
+def _when_zoned(value: datetime | None, tz: str) -> str:
+    """A time of `runs show`, with the zone it is read in (one run is read alone, without a zone column)."""
+    return f"{messages.local_time(value, tz)} ({tz})" if value is not None else ""
+
+
 _cell = common.cell
 
 
@@ -211,11 +216,11 @@ def show_cmd(ctx: typer.Context, run: RunId, as_json: JsonOption = False) -> Non
         ("segment", r.segment),
         ("note", _note(r, locale)),
         ("started_by", r.started_by),
-        ("created", _when(r.created_at, tz)),
-        ("started", _when(r.started_at, tz)),
-        ("finished", _when(r.finished_at, tz)),
+        ("created", _when_zoned(r.created_at, tz)),
+        ("started", _when_zoned(r.started_at, tz)),
+        ("finished", _when_zoned(r.finished_at, tz)),
         ("timeout", messages.duration(r.timeout, locale) if r.timeout else ""),
-        ("deadline", _when(r.deadline_at, tz)),
+        ("deadline", _when_zoned(r.deadline_at, tz)),
         ("session_key", r.session_key or ""),
         ("result", _json_text(r.result) if r.result is not None else ""),
         ("job", r.job_id or ""),
