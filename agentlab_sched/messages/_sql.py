@@ -76,4 +76,11 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "host:port:{database}:{username}:password,或在 pg_hba.conf 中配置 trust、peer 或 cert 规则);"
         "没有配置时运行失败并说明原因(见 docs/security.md)",
     ),
+    "sql.unsafe_value": (
+        "command: the value of {placeholder} stands inside quotes, a dollar-quoted body or a comment of the command "
+        "and holds a character that could end it (' \" \\ $, a line break, /* or */); put the placeholder in the "
+        "SQL itself, where its value becomes a SQL literal (WHERE name = {placeholder})",
+        "「命令」:{placeholder} 位于命令的引号、美元符号引用的正文或注释之内,而它的值含有可能使其提前结束的字符"
+        "(' \" \\ $、换行、/* 或 */);请把占位符直接写在 SQL 中,其值会成为 SQL 字面量(WHERE name = {placeholder})",
+    ),
 }

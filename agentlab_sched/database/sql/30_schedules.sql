@@ -251,8 +251,11 @@ BEGIN
         -- Placeholders ({{ schedule.date }}, ...) must be known to the renderer (41_render.sql).
         PERFORM agentlab_sched.check_inputs(n.inputs);
     END IF;
-    -- A built-in task's inputs (the sql task: its shape and who may run SQL as whom, 32_sql_task.sql).
-    IF ins OR n.task IS DISTINCT FROM o.task OR n.inputs IS DISTINCT FROM o.inputs THEN
+    -- A built-in task's inputs (the sql task: its shape and who may run SQL as whom, 32_sql_task.sql). A
+    -- sql schedule's name is rendered into its command ({{ schedule.name }}): renaming one is the
+    -- privilege of changing its command.
+    IF ins OR n.task IS DISTINCT FROM o.task OR n.inputs IS DISTINCT FROM o.inputs
+       OR (n.name IS DISTINCT FROM o.name AND n.task = agentlab_sched.sql_task_name()) THEN
         PERFORM agentlab_sched.check_task_inputs(n.task, n.inputs);
     END IF;
     -- A task no live worker has registered is accepted (the worker may start later) with a warning: its

@@ -131,3 +131,153 @@ END
 $$;
 
 REVOKE EXECUTE ON FUNCTION agentlab_sched.schedule_sql(text, text, text, text, text, text, interval, boolean) FROM PUBLIC;
+
+-- The command of a sql fire with its {{ schedule.x }} placeholders rendered so that no value can change
+-- what the SQL says (a schedule's name is anyone's to change who may rename it). Where a placeholder
+-- stands in the SQL itself, its value becomes a SQL literal (quote_literal: `WHERE day =
+-- {{ schedule.date }}` reads `WHERE day = '2026-03-01'`). Inside a quoted string, a quoted identifier, a
+-- dollar-quoted body or a comment (`'{{ schedule.date }}'`, as pg_cron users write it) the value is put
+-- as it is, and refused when it holds a character that could end that text (' " \ $, a line break, /* or
+-- */). The command is read as PostgreSQL's lexer reads it: '...' ('' inside), E'...' (\ escapes; every
+-- string when the command mentions standard_conforming_strings), "...", $tag$...$tag$, -- and nested
+-- /* */ comments.
+CREATE OR REPLACE FUNCTION agentlab_sched.render_sql_command(command text, vals jsonb) RETURNS text
+LANGUAGE plpgsql IMMUTABLE
+SET plan_cache_mode = auto
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    chars text[];
+    n integer;
+    i integer := 1;
+    j integer;
+    copied integer := 1;
+    result text := '';
+    ctx text := 'code';  -- code, string, estring, ident, dollar, line, block
+    tag text;
+    depth integer := 0;
+    c text;
+    key text;
+    v text;
+    backslashes boolean := command ~* 'standard_conforming_strings';
+BEGIN
+    IF command IS NULL OR position('{{' IN command) = 0 THEN
+        RETURN command;
+    END IF;
+    chars := string_to_array(command, NULL);
+    n := coalesce(array_length(chars, 1), 0);
+    WHILE i <= n LOOP
+        c := chars[i];
+        IF c = '{' AND i < n AND chars[i + 1] = '{' THEN
+            j := i + 2;
+            WHILE j < n AND NOT (chars[j] = '}' AND chars[j + 1] = '}') LOOP
+                j := j + 1;
+            END LOOP;
+            IF j < n THEN
+                key := btrim(array_to_string(chars[i + 2 : j - 1], ''), E' \t\r\n');
+                v := vals ->> key;
+                IF v IS NULL THEN
+                    PERFORM agentlab_sched.fail('inputs.unknown_placeholder', 'inputs', jsonb_build_object(
+                        'placeholder', array_to_string(chars[i : j + 1], ''),
+                        'known', (SELECT jsonb_agg(k ORDER BY k) FROM jsonb_object_keys(vals) AS k)));
+                END IF;
+                IF ctx = 'code' THEN
+                    v := quote_literal(v);
+                ELSIF v ~ '[''"\\$\r\n]' OR position('/*' IN v) > 0 OR position('*/' IN v) > 0 THEN
+                    PERFORM agentlab_sched.fail('sql.unsafe_value', 'command', jsonb_build_object(
+                        'placeholder', '{{ ' || key || ' }}'));
+                END IF;
+                result := result || array_to_string(chars[copied : i - 1], '') || v;
+                i := j + 2;
+                copied := i;
+                CONTINUE;
+            END IF;
+        END IF;
+        IF ctx = 'code' THEN
+            IF c = '''' THEN
+                IF backslashes OR (i > 1 AND lower(chars[i - 1]) = 'e'
+                                   AND (i = 2 OR chars[i - 2] !~ '[[:alnum:]_$]')) THEN
+                    ctx := 'estring';
+                ELSE
+                    ctx := 'string';
+                END IF;
+            ELSIF c = '"' THEN
+                ctx := 'ident';
+            ELSIF c = '-' AND i < n AND chars[i + 1] = '-' THEN
+                ctx := 'line';
+                i := i + 1;
+            ELSIF c = '/' AND i < n AND chars[i + 1] = '*' THEN
+                ctx := 'block';
+                depth := 1;
+                i := i + 1;
+            ELSIF c = '$' AND (i = 1 OR chars[i - 1] !~ '[[:alnum:]_$]') THEN
+                tag := substring(array_to_string(chars[i : least(n, i + 64)], '') FROM '^\$([[:alpha:]_][[:alnum:]_]*)?\$');
+                IF tag IS NOT NULL OR (i < n AND chars[i + 1] = '$') THEN
+                    tag := '$' || coalesce(tag, '') || '$';
+                    ctx := 'dollar';
+                    i := i + length(tag) - 1;
+                END IF;
+            END IF;
+        ELSIF ctx = 'string' OR ctx = 'ident' THEN
+            IF (ctx = 'string' AND c = '''') OR (ctx = 'ident' AND c = '"') THEN
+                IF i < n AND chars[i + 1] = c THEN
+                    i := i + 1;  -- a doubled quote stays inside
+                ELSE
+                    ctx := 'code';
+                END IF;
+            END IF;
+        ELSIF ctx = 'estring' THEN
+            IF c = '\' THEN
+                i := i + 1;
+            ELSIF c = '''' THEN
+                IF i < n AND chars[i + 1] = '''' THEN
+                    i := i + 1;
+                ELSE
+                    ctx := 'code';
+                END IF;
+            END IF;
+        ELSIF ctx = 'dollar' THEN
+            IF c = '$' AND array_to_string(chars[i : i + length(tag) - 1], '') = tag THEN
+                ctx := 'code';
+                i := i + length(tag) - 1;
+            END IF;
+        ELSIF ctx = 'line' THEN
+            IF c = E'\n' OR c = E'\r' THEN
+                ctx := 'code';
+            END IF;
+        ELSIF ctx = 'block' THEN
+            IF c = '*' AND i < n AND chars[i + 1] = '/' THEN
+                depth := depth - 1;
+                i := i + 1;
+                IF depth = 0 THEN
+                    ctx := 'code';
+                END IF;
+            ELSIF c = '/' AND i < n AND chars[i + 1] = '*' THEN
+                depth := depth + 1;
+                i := i + 1;
+            END IF;
+        END IF;
+        i := i + 1;
+    END LOOP;
+    RETURN result || array_to_string(chars[copied : n], '');
+END
+$$;
+
+-- The inputs of a fire of `task` rendered from `template` (render_inputs), the sql task's command by
+-- render_sql_command so that its placeholders are SQL literals.
+CREATE OR REPLACE FUNCTION agentlab_sched.render_task_inputs(task text, template jsonb, fire_at timestamptz,
+                                                             tz text, name text, kind text)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF task IS DISTINCT FROM agentlab_sched.sql_task_name() OR jsonb_typeof(template -> 'command') <> 'string'
+       OR position('{{' IN template ->> 'command') = 0 THEN
+        RETURN agentlab_sched.render_inputs(template, fire_at, tz, name, kind);
+    END IF;
+    RETURN agentlab_sched.render_inputs(template - 'command', fire_at, tz, name, kind)
+           || jsonb_build_object('command', agentlab_sched.render_sql_command(
+                  template ->> 'command', agentlab_sched.template_values(fire_at, tz, name, kind)));
+END
+$$;

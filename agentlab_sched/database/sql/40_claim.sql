@@ -162,7 +162,8 @@ BEGIN
               WHERE p.at IS NOT NULL AND position('{{' IN s.inputs::text) > 0) d
     ), picked AS (
         SELECT p.i, p.sid, p.claimed, p.nxt, p.at, p.kind,
-               CASE WHEN p.at IS NOT NULL
+               -- (a sql command with placeholders is launch()'s to render: its values become SQL literals)
+               CASE WHEN p.at IS NOT NULL AND NOT (s.task = agentlab_sched.sql_task_name() AND tv.vals IS NOT NULL)
                     THEN (agentlab_sched.render_with(s.inputs, tv.vals || jsonb_build_object('schedule.name', s.name))
                          ).rendered
                END AS rendered

@@ -141,7 +141,9 @@ BEGIN
 
     IF code IS NULL THEN
         BEGIN
-            rendered := agentlab_sched.render_inputs(coalesce(override, s.inputs), at, s.timezone, s.name, fire_kind);
+            -- The sql task's command renders its placeholders as SQL literals (32_sql_task.sql).
+            rendered := agentlab_sched.render_task_inputs(s.task, coalesce(override, s.inputs), at, s.timezone, s.name,
+                                                          fire_kind);
         EXCEPTION WHEN invalid_parameter_value THEN
             -- Kept as the refusal's code and parameters, so that it reads in the reader's language.
             GET STACKED DIAGNOSTICS problem = PG_EXCEPTION_DETAIL;
