@@ -146,12 +146,30 @@ class _RefusedJobs(logging.Filter):
 
 _refused_jobs = _RefusedJobs()
 
+#: The namespace of the scheduler's own jobs (the blueprint's tick and housekeeping).
+OWN_PREFIX = "agentlab_sched:"
+
+
+class _QuietOwnJobs(logging.Filter):
+    """Procrastinate's INFO lines about the scheduler's own jobs (the tick starts and ends every second or
+    so) are left out: a plain worker's log stays about the app's jobs. Their warnings and errors stay."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.INFO:
+            return True
+        job = getattr(record, "job", None)
+        task = job.get("task_name") if isinstance(job, dict) else None
+        return not (isinstance(task, str) and task.startswith(OWN_PREFIX))
+
+
+_quiet_own_jobs = _QuietOwnJobs()
+
 
 def quiet_aborts() -> None:
-    """No CancelledError traceback when Procrastinate reports an aborted job, and a job refused by one of our
-    errors in one line (also in `procrastinate worker`)."""
+    """No CancelledError traceback when Procrastinate reports an aborted job, a job refused by one of our
+    errors in one line, and no INFO lines about the scheduler's own jobs (also in `procrastinate worker`)."""
     worker_logger = logging.getLogger("procrastinate.worker")
-    for each in (_quiet_aborts, _refused_jobs):
+    for each in (_quiet_aborts, _refused_jobs, _quiet_own_jobs):
         if each not in worker_logger.filters:
             worker_logger.addFilter(each)
 

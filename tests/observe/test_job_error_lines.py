@@ -10,6 +10,7 @@ import sys
 import procrastinate
 import pytest
 
+import agentlab_sched
 from agentlab_sched.observe import output
 from agentlab_sched.tasks.sql import SqlTaskError
 from agentlab_sched.worker.middleware import install
@@ -67,3 +68,19 @@ def test_a_failure_the_run_line_said_is_left_out() -> None:
     other = ValueError("a bug in the task")  # not one of ours: the traceback is the developer's
     record.exc_info = (type(other), other, sys.exc_info()[2])
     assert worker_logger.filter(record) and record.exc_info[1] is other
+
+
+async def test_a_plain_worker_says_nothing_at_info_about_the_tick(
+    db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+
+    app = failing_app(db_url)
+    app.add_tasks_from(agentlab_sched.blueprint, namespace="agentlab_sched")
+    async with app.open_async():
+        await app.configure_task("agentlab_sched:tick").defer_async(timestamp=0)
+        await app.configure_task("nightly").defer_async()
+        with caplog.at_level(logging.INFO, logger="procrastinate"):
+            await app.run_worker_async(wait=False, install_signal_handlers=False)
+    worker_lines = [r for r in caplog.records if r.name == "procrastinate.worker"]
+    assert not [r.getMessage() for r in worker_lines if "agentlab_sched:" in r.getMessage()]
+    assert any("nightly" in r.getMessage() for r in worker_lines)  # the app's own jobs are still said
