@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import re
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -20,7 +21,7 @@ import typer
 from agentlab_sched import messages
 from agentlab_sched._plain import plain
 from agentlab_sched.cli import common
-from agentlab_sched.errors import ValidationError
+from agentlab_sched.errors import NotFound, ValidationError
 from agentlab_sched.runs import lifecycle
 
 __all__ = ["fires_cmd", "prune_cmd", "runs_app"]
@@ -344,6 +345,10 @@ def _one_run(run: str | None) -> str:
     return run
 
 
+#: What a run id typed for a schedule's name looks like: hex, with dashes, six characters or more.
+_RUN_ID = re.compile(r"[0-9a-fA-F-]{6,36}")
+
+
 def _settle_suspended(
     ctx: typer.Context,
     settle: Callable[..., Awaitable[int]],
@@ -355,7 +360,13 @@ def _settle_suspended(
     """Resume or abandon every suspended run (of ``schedule``); one line (or JSON) says how many."""
 
     async def act(conn: psycopg.AsyncConnection[Any]) -> int:
-        return await settle(conn, schedule, _by(by))
+        try:
+            return await settle(conn, schedule, _by(by))
+        except NotFound as exc:
+            # With --suspended the argument is a schedule; one that looks like a run id was meant as one.
+            if schedule is not None and exc.code == "schedule.not_found" and _RUN_ID.fullmatch(schedule.lstrip("#")):
+                raise ValidationError("run.suspended_takes_schedule", "run_id", value=schedule) from None
+            raise
 
     count = common.run(ctx, act)
     if as_json:

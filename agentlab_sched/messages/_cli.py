@@ -372,3 +372,14 @@ MESSAGES.update(
         ),
     }
 )
+
+# runs resume|abandon --suspended NAME: the argument is a schedule.
+MESSAGES.update(
+    {
+        "run.suspended_takes_schedule": (
+            'no schedule named "{value}": with --suspended the argument is a schedule\'s name; to settle the run '
+            "{value}, leave out --suspended",
+            "没有名为「{value}」的定时任务:使用 --suspended 时参数是定时任务名称;要处理运行 {value},请去掉 --suspended",
+        ),
+    }
+)
