@@ -123,6 +123,11 @@ def stop_cmd(
         common.say(ctx, "cli.db_stopped" if found == embedded.RUNNING else "cli.db_not_running", dir=where)
 
 
+#: A role name roles create accepts: what PostgreSQL takes unquoted (letters, digits, _ and $; not first a
+#: digit or $), at most 63 bytes with the suffix.
+_ROLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,54}")
+
+
 def _confirm_removal(locale: str, where: str) -> None:
     """Ask before deleting the data (the answer may also be piped in); no answer at all is a refusal."""
     interactive = sys.stdin is not None and sys.stdin.isatty()
@@ -162,6 +167,9 @@ def roles_create_cmd(
     Run it as the owner of the schema (the role that runs migrate), with the right to create roles.
     """
     st = common.state(ctx)
+    for option, value in (("prefix", prefix), ("reader", reader), ("admin", admin), ("worker", worker)):
+        if value is not None and not _ROLE_NAME.fullmatch(value):  # said as a role name, before connecting
+            raise SchedError("roles.bad_name", option, option=f"--{option}", value=value)
     database = st.database()
     base = roles.RoleNames.with_prefix(prefix)
     names = roles.RoleNames(reader or base.reader, admin or base.admin, worker or base.worker)

@@ -383,3 +383,14 @@ MESSAGES.update(
         ),
     }
 )
+
+# roles create: a name it cannot use.
+MESSAGES.update(
+    {
+        "roles.bad_name": (
+            '{option}: "{value}" is not a role name roles create uses: letters, digits and _ (not starting with a '
+            "digit), such as ops or sched_prod",
+            "{option}:「{value}」不能用作角色名:只能包含字母、数字和下划线(不以数字开头),例如 ops 或 sched_prod",
+        ),
+    }
+)
