@@ -8,6 +8,9 @@ The screenshots of docs/web.md are taken here: ``AGENTLAB_SCHED_WEB_SCREENSHOTS=
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -211,3 +214,48 @@ def test_hostile_names_stay_text_and_a_foreign_post_is_refused(browser: Any, sit
         site.url + "/schedules/%5Bx%5D(javascript:alert(1))",
     )
     assert status == 403  # no CSRF token
+
+
+@pytest.fixture
+def worker(web: Any) -> Iterator[subprocess.Popen[bytes]]:
+    """A real `agentlab-sched worker` (the demo app) on the test's database."""
+    env = {**os.environ, "AGENTLAB_SCHED_DATABASE_URL": web.db_url, "AGENTLAB_SCHED_LOCALE": "en"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from agentlab_sched.cli import main; main()", "worker", "--quiet"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_run_now_then_approve_and_see_it_finish_with_a_real_worker(
+    browser: Any, site: Site, web: Any, worker: subprocess.Popen[bytes]
+) -> None:
+    web.schedule("ask-me", task="demo.ask")
+    page = sign_in(browser, site, web.admin, "agentlab-test")
+    page.goto(site.url + "/runs?status=awaiting_approval")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the worker registers its tasks when it starts
+        with web.owner() as conn:
+            if conn.execute("SELECT 1 FROM agentlab_sched.workers").fetchone():
+                break
+        time.sleep(0.2)
+    other = page.context.new_page()
+    other.goto(site.url + "/schedules/ask-me")
+    other.click("button[name=action][value=trigger]")
+    other.wait_for_selector("text=Fired now")
+    # The list shows the waiting run without a reload (live), once the worker ran it to its approval point.
+    page.wait_for_selector("table.runs tr[data-status=awaiting_approval] a", timeout=20_000)
+    page.click("table.runs tr[data-status=awaiting_approval] a")
+    page.fill("#comment", "go ahead")
+    page.click("button[name=action][value=approve]")
+    page.wait_for_selector("text=Approved.")
+    page.wait_for_selector("h1[data-status=succeeded]", timeout=20_000)  # live: the worker finished it
+    assert "go ahead" in page.locator("dd code").nth(2).inner_text()  # demo.ask returns what the approver said
