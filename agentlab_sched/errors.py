@@ -181,7 +181,7 @@ REGISTRY: dict[str, ErrorCode] = {
     for e in [
         *_codes(NotFound, "P0002", "schedule.not_found", "run.not_found"),
         *_codes(Conflict, "40001", "schedule.stale_version", "notify.rotate.changed"),
-        *_codes(NotAllowed, "42501", "sql.not_allowed", "sql.no_connect"),
+        *_codes(NotAllowed, "42501", "sql.not_allowed", "sql.no_connect", "request.refusal_not_allowed"),
         *_codes(Conflict, "23505", "schedule.name_taken", "cli.exists"),
         *_codes(Conflict, "55P03", "code.sync_locked", "migrate.locked"),
         *_codes(

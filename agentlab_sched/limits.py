@@ -28,6 +28,8 @@ LIMITS: dict[str, int] = {
     "webhook_url_hint_chars": 300,
     # how many times on_interrupt retry runs one run again (then it is suspended)
     "interrupt_retries": 3,
+    # the due times one backfill fires (more is refused)
+    "backfill_times": 1000,
 }
 
 #: name -> seconds: the policy windows, read by SQL as intervals (``agentlab_sched.policy_interval(name)``).

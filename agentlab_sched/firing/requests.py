@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 #: Seconds a caller that may not carry out its own request (trigger_now only) waits for a worker to.
 WAIT_FOR_WORKER = 30.0
 #: Due times one backfill may fire at most; a larger range is refused.
-BACKFILL_LIMIT = 1000
+BACKFILL_LIMIT = limits.LIMITS["backfill_times"]
 #: Requests one tick carries out at most, and the seconds after which it starts no new one: due schedules
 #: are fired first, and requests never hold up the next tick for long.
 REQUESTS_PER_TICK = 20

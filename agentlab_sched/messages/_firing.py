@@ -82,6 +82,18 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "the schedule has ended (ends_at is past); nothing was fired",
         "定时任务已过结束时间(ends_at),未触发",
     ),
+    "request.bad_times": (
+        "times: the due times given for request {id} are not its own (a manual request fires at the instant it "
+        "asked for; a backfill at distinct times, ascending, inside its range)",
+        "times:为请求 {id} 给出的触发时间不是它自己的(手动请求在它请求的时刻触发;"
+        "补跑在其范围内、按升序、互不相同的时刻触发)",
+    ),
+    "request.refusal_not_allowed": (
+        "refusals: {user} may not record refusals of a fire: only a worker's login records a resolver's refusal "
+        "(launch.refused, launch.resolver_timeout or launch.error), in the system's words",
+        "refusals:{user} 无权记录触发的拒绝:只有 worker 的登录角色才能记录解析器的拒绝(launch.refused、"
+        "launch.resolver_timeout 或 launch.error),文字由系统生成",
+    ),
     "backfill.too_many": (
         "backfill: the range {start} to {end} holds more than {limit} due times, the most one backfill fires; "
         "choose a shorter range",

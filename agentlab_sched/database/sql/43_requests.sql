@@ -263,6 +263,43 @@ BEGIN
             RETURN agentlab_sched.fail_request(request_id, problem::jsonb ->> 'code', problem::jsonb -> 'params');
         END;
     END IF;
+    -- The due times and refusals are checked, not taken on trust (the caller may be any admin): a manual
+    -- request fires at the instant it asked for; a backfill at most limit.backfill_times distinct times,
+    -- ascending, inside its range; a refusal is a resolver's (recorded only by a worker's login), with one
+    -- of the codes a resolver gives, in the system's words (record_fire renders them).
+    IF req.kind = 'manual' AND (coalesce(array_length(times, 1), 0) <> 1 OR times[1] IS DISTINCT FROM req.fire_at) THEN
+        PERFORM agentlab_sched.fail('request.bad_times', 'times', jsonb_build_object('id', req.id));
+    END IF;
+    IF req.kind = 'backfill' THEN
+        IF coalesce(array_length(times, 1), 0) > agentlab_sched.size_limit('backfill_times') THEN
+            PERFORM agentlab_sched.fail('backfill.too_many', 'to', jsonb_build_object(
+                'start', agentlab_sched.local_time_text(req.fire_at, s.timezone),
+                'end', agentlab_sched.local_time_text(req.until, s.timezone),
+                'limit', agentlab_sched.size_limit('backfill_times')));
+        END IF;
+        IF EXISTS (SELECT 1 FROM unnest(times) WITH ORDINALITY AS t(at, k)
+                   WHERE t.at IS NULL OR t.at < req.fire_at OR t.at > req.until
+                      OR (t.k > 1 AND t.at <= times[t.k - 1])) THEN
+            PERFORM agentlab_sched.fail('request.bad_times', 'times', jsonb_build_object('id', req.id));
+        END IF;
+    END IF;
+    IF EXISTS (SELECT 1 FROM jsonb_array_elements(CASE jsonb_typeof(refusals) WHEN 'array' THEN refusals
+                                                  ELSE '[]'::jsonb END) e
+               WHERE jsonb_typeof(e) = 'object') THEN
+        IF EXISTS (SELECT 1 FROM agentlab_sched.config c WHERE c.key = 'role.worker')
+           AND NOT pg_catalog.pg_has_role(session_user, (SELECT c.value FROM agentlab_sched.config c
+                                                         WHERE c.key = 'role.worker'), 'MEMBER') THEN
+            PERFORM agentlab_sched.fail('request.refusal_not_allowed', 'refusals',
+                                        jsonb_build_object('user', session_user::text));
+        END IF;
+        IF EXISTS (SELECT 1 FROM jsonb_array_elements(refusals) e
+                   WHERE jsonb_typeof(e) = 'object'
+                     AND (e ->> 'reason_code' IS NULL
+                          OR e ->> 'reason_code' NOT IN ('launch.refused', 'launch.resolver_timeout', 'launch.error'))) THEN
+            PERFORM agentlab_sched.fail('request.refusal_not_allowed', 'refusals',
+                                        jsonb_build_object('user', session_user::text));
+        END IF;
+    END IF;
     FOR i IN 1 .. coalesce(array_length(times, 1), 0) LOOP
         IF i > 1 THEN
             SELECT * INTO s FROM agentlab_sched.schedules WHERE id = req.schedule_id;  -- session_key may have moved
@@ -275,7 +312,7 @@ BEGIN
             one := jsonb_build_object('status', 'failed_to_start', 'fire_at', times[i],
                                       'reason_code', no ->> 'reason_code', 'fire_id', agentlab_sched.record_fire(
                 s.id, times[i], req.kind, 'failed_to_start', no ->> 'reason_code', no -> 'reason_params',
-                no ->> 'reason', req.requested_by));
+                NULL, req.requested_by));
             IF one ->> 'fire_id' IS NULL THEN
                 one := jsonb_build_object('status', 'duplicate', 'fire_at', times[i]);
             END IF;

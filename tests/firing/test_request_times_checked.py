@@ -1,0 +1,73 @@
+"""carry_out_request() checks the due times and refusals it is given (an admin may call it): a manual
+request fires at its own instant, a backfill at most the backfill limit of times inside its range, and a
+refusal is a resolver's, recorded by a worker's login, in the system's words."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+
+from tests.support.security_helpers import Roles
+
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def roles(db_url: str) -> Iterator[Roles]:
+    made = Roles(db_url)
+    try:
+        yield made
+    finally:
+        made.drop_all()
+
+
+def _code(exc: psycopg.Error) -> str:
+    return json.loads(exc.diag.message_detail or "{}").get("code", "")
+
+
+def test_an_admin_cannot_choose_the_times_or_the_words_of_a_request(db_url: str, roles: Roles) -> None:
+    groups = roles.groups()
+    admin = roles.login("admin", groups.admin)
+    with roles.connect(admin) as c:
+        c.execute("SELECT agentlab_sched.schedule('s', '0 * * * *', 'demo.echo')")
+        backfill = c.execute("SELECT agentlab_sched.backfill('s', %s, %s)", (T0, T0 + timedelta(hours=3))).fetchone()[0]
+        manual = c.execute("SELECT agentlab_sched.trigger('s')").fetchone()[0]
+
+        def refused(request_id: int, times: list[datetime], refusals: object = None) -> str:
+            with pytest.raises(psycopg.Error) as caught:
+                c.execute(
+                    "SELECT agentlab_sched.carry_out_request(%s, %s::timestamptz[], %s::jsonb)",
+                    (request_id, times, json.dumps(refusals if refusals is not None else [])),
+                )
+            return _code(caught.value)
+
+        far = [T0 + timedelta(hours=i) for i in range(5000)]
+        assert refused(backfill, far) == "backfill.too_many"
+        assert refused(backfill, [datetime(1900, 1, 1, tzinfo=UTC), datetime(2999, 12, 31, tzinfo=UTC)]) == (
+            "request.bad_times"
+        )
+        assert refused(backfill, [T0 + timedelta(hours=1), T0 + timedelta(hours=1)]) == "request.bad_times"
+        assert refused(manual, [T0]) == "request.bad_times"
+        words = [{"reason_code": "launch.refused", "reason_params": {"reason": "mine"}, "reason": "my own words"}]
+        assert refused(backfill, [T0], words) == "request.refusal_not_allowed"
+        status = c.execute("SELECT array_agg(status ORDER BY id) FROM agentlab_sched.fire_requests").fetchone()[0]
+        assert status == ["pending", "pending"]  # nothing carried out, nothing failed
+    with psycopg.connect(db_url, autocommit=True) as worker:  # the owner (a worker's rights and more)
+        bogus = [{"reason_code": "schedule.paused_after_failures", "reason_params": {}, "reason": "x"}]
+        with pytest.raises(psycopg.Error) as caught:
+            worker.execute(
+                "SELECT agentlab_sched.carry_out_request(%s, %s::timestamptz[], %s::jsonb)",
+                (backfill, [T0], json.dumps(bogus)),
+            )
+        assert _code(caught.value) == "request.refusal_not_allowed"
+        words[0]["reason"] = "pretending to be something else"
+        worker.execute(
+            "SELECT agentlab_sched.carry_out_request(%s, %s::timestamptz[], %s::jsonb)",
+            (backfill, [T0], json.dumps(words)),
+        )
+        reason = worker.execute("SELECT reason FROM agentlab_sched.fires WHERE kind = 'backfill'").fetchone()[0]
+    assert "mine" in reason and "pretending" not in reason
