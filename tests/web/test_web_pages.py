@@ -290,3 +290,12 @@ def test_a_stale_edit_is_refused_with_the_database_words(web) -> None:
     response = web.post(client, "/schedules/report", action="edit", cron="30 9 * * *", version="7")
     assert response.status_code == 400
     assert "version" in response.text and "Traceback" not in response.text
+
+
+def test_test_send_without_a_webhook_is_refused_in_words(web) -> None:
+    web.schedule("report")
+    client = web.signed_in(web.admin)
+    assert "test-send" not in buttons(client.get("/schedules/report").text)  # no webhook: no button
+    response = web.post(client, "/schedules/report", action="test-send")
+    assert response.status_code == 409
+    assert "webhook" in response.text and "Traceback" not in response.text
