@@ -59,6 +59,10 @@ MetricsPort = Annotated[
     typer.Option("--metrics-port", min=0, max=65535, help="Serve Prometheus metrics on this port (0: any free one).",
                  show_default=False),
 ]  # fmt: skip
+MetricsHost = Annotated[
+    str,
+    typer.Option("--metrics-host", help="The address metrics are served on (0.0.0.0: every interface)."),
+]
 
 
 def worker_cmd(
@@ -71,6 +75,7 @@ def worker_cmd(
     quiet: Quiet = False,
     log_format: LogFormat = "lines",
     metrics_port: MetricsPort = None,
+    metrics_host: MetricsHost = "127.0.0.1",
     listen_url: Annotated[
         str | None,
         typer.Option(
@@ -96,7 +101,8 @@ def worker_cmd(
     async def work() -> None:
         clean = await run_worker(
             procrastinate_app, database.url, concurrency=concurrency, queues=queue or None,
-            settings=st.settings(), metrics_port=metrics_port, app_path=app_path, listen_url=listen_url,
+            settings=st.settings(), metrics_port=metrics_port, metrics_host=metrics_host, app_path=app_path,
+            listen_url=listen_url,
         )  # fmt: skip
         if not clean:
             # Something ignores its abort (a synchronous task): exit without waiting for its thread; its

@@ -179,9 +179,10 @@ class Metrics:
         elif event == "tick" and data.get("seconds") is not None:
             self.tick.observe(float(data["seconds"]))
 
-    def serve(self, port: int, addr: str = "0.0.0.0") -> int:
-        """Serve ``/metrics`` on ``port`` (0: any free port); returns the port. A port in use is a
-        ValidationError naming ``--metrics-port``."""
+    def serve(self, port: int, addr: str = "127.0.0.1") -> int:
+        """Serve ``/metrics`` on ``port`` (0: any free port) of ``addr`` (the loopback unless told: the
+        metrics name schedules and tasks); returns the port. A port in use is a ValidationError naming
+        ``--metrics-port``."""
         try:
             self._server, self._thread = start_http_server(port, addr=addr, registry=self.registry)
         except OSError as exc:

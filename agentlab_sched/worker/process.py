@@ -75,6 +75,7 @@ async def run_worker(
     stop: asyncio.Event | None = None,
     install_signal_handlers: bool = True,
     metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
     app_path: str | None = None,
     listen_url: str | None = None,
     **worker_options: Any,
@@ -95,7 +96,8 @@ async def run_worker(
     When everything runs it logs a ``ready`` event (database, queues, tasks, whether it fires and sends
     notifications), then one event per fire and run change (`agentlab_sched.observe.events`); it reports
     itself in ``agentlab_sched.workers`` for `agentlab-sched doctor`. With ``metrics_port`` it serves
-    Prometheus metrics there (0: any free port, said in the ready event).
+    Prometheus metrics there (0: any free port, said in the ready event), on ``metrics_host``
+    (127.0.0.1 unless told otherwise).
 
     ``listen_url`` (default: the settings' ``listen_url``, else ``url``) is where it LISTENs: the precise
     loop (which also ticks on that connection), the job listener and the notification listener. With
@@ -125,7 +127,7 @@ async def run_worker(
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
     metrics = Metrics(url) if metrics_port is not None else None
-    port = metrics.serve(metrics_port) if metrics is not None and metrics_port is not None else None
+    port = metrics.serve(metrics_port, metrics_host) if metrics is not None and metrics_port is not None else None
     stopped_at: float | None = None
     try:
         if not await _until_stopped(_open(app), stop):
