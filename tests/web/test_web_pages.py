@@ -3,9 +3,16 @@ the refusals (the database's own words), the session's protections, escaping, th
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import re
 
 import pytest
+from cryptography.fernet import Fernet
+
+from agentlab_sched import database as db
+from agentlab_sched.notify.webhooks import set_webhook
+from agentlab_sched.settings import Settings
 
 XSS = "<img src=x onerror=alert(1)>"
 LINK = "[x](javascript:alert(1))"
@@ -299,3 +306,26 @@ def test_test_send_without_a_webhook_is_refused_in_words(web) -> None:
     response = web.post(client, "/schedules/report", action="test-send")
     assert response.status_code == 409
     assert "webhook" in response.text and "Traceback" not in response.text
+
+
+def test_a_webhook_shows_its_host_hint_never_its_url_or_secret(web) -> None:
+    token = "0f1e2d3c-aaaa-bbbb-cccc-123456789abc"
+    web.schedule("report")
+
+    async def configure() -> None:
+        conn = await db.connect(web.db_url, locale="en")
+        try:
+            settings = Settings(secret_keys=(Fernet.generate_key().decode(),), locale="en")
+            url = f"https://open.feishu.cn/open-apis/bot/v2/hook/{token}"
+            await set_webhook(conn, "report", url=url, secret="s3cret-value", settings=settings)
+        finally:
+            await conn.close()
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, configure()).result()
+    client = web.signed_in(web.admin)
+    page = client.get("/schedules/report").text
+    assert "feishu https://open.feishu.cn/" in page and "test-send" in buttons(page)  # the hint: host, last characters
+    for path in ("/schedules/report", "/schedules"):
+        text = client.get(path).text
+        assert token not in text and "s3cret-value" not in text and "gAAAAA" not in text
