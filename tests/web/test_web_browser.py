@@ -176,6 +176,16 @@ def test_a_new_fire_appears_without_reloading(browser: Any, site: Site, web: Any
     page.wait_for_selector("table.ledger tr[data-status=started]", timeout=2000)
     assert time.monotonic() - started < 2
     assert page.evaluate("window.__same_document") is True  # updated in place, not reloaded
+    # More pages listening: still one database connection for all of them (and none polls).
+    for _ in range(3):
+        sign_in(browser, site, web.admin, "agentlab-test").goto(site.url + "/runs")
+    time.sleep(0.5)
+    with web.owner() as conn:
+        live = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND application_name = 'agentlab-sched web live'"
+        ).fetchone()
+    assert live == (1,)
 
 
 def test_approve_in_the_browser_and_the_zh_cn_page(browser: Any, site: Site, web: Any, shots: Path) -> None:
