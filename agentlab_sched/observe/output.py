@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -88,7 +89,13 @@ class JsonFormatter(logging.Formatter):
         data.update(extra)
         if record.exc_info and not _is_cancellation(record.exc_info[1]):
             data["exception"] = self.formatException(record.exc_info)
-        return json.dumps(data, ensure_ascii=False, default=str)
+        return _INVISIBLE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(data, ensure_ascii=False, default=str))
+
+
+#: Characters json.dumps writes raw that a terminal or log viewer acts on: C1 controls, bidi controls
+#: (U+202E turns text around), line and paragraph separators, zero-width joiners and the BOM. The JSON
+#: lines carry them as \u escapes (only strings can hold them, so the line stays the same JSON).
+_INVISIBLE = re.compile("[\u0080-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
 
 
 def _is_cancellation(exc: BaseException | None) -> bool:
