@@ -132,10 +132,14 @@ def test_hosts_fire_once_through_a_vanished_and_a_killed_host(hosts_db: tuple[An
             assert row["name"] in doctor.stdout  # host:pid:start
         assert f"workers: {HOSTS} alive" in doctor.stdout
 
-        # Sleep runs on every host, then one host vanishes and another is killed.
-        vanished, killed = hosts.hosts[1], hosts.hosts[2]
-        vanished_worker = by_host[vanished.name if hosts.namespaced else next(iter(by_host))]["name"]
-        cut_off = _wait("runs on the host that will vanish", lambda: _running_runs_of(conn, vanished_worker), 30)
+        # A host running sleep runs vanishes, and another host is killed.
+        def busy() -> list[tuple[dict[str, Any], set[str]]]:
+            return [(row, runs) for row in registry if (runs := _running_runs_of(conn, row["name"]))]
+
+        [(vanished_row, cut_off), *_] = _wait("sleep runs on a host", busy, 30)
+        vanished = next(h for h in hosts.hosts if any(p.pid == vanished_row["pid"] for p in h.processes))
+        killed = next(h for h in hosts.hosts if h is not vanished)
+        vanished_worker = vanished_row["name"]
         (heartbeat,) = (
             conn.execute(
                 """SELECT p.last_heartbeat FROM procrastinate_workers p JOIN agentlab_sched.workers w
