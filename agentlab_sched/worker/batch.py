@@ -40,7 +40,7 @@ from psycopg.types.json import set_json_loads
 
 from agentlab_sched.database import connect_kwargs, queries
 from agentlab_sched.database.connections import wait_for_notifies
-from agentlab_sched.database.reconnect import GiveUp, retrying
+from agentlab_sched.database.reconnect import BACKOFF_CAP, GiveUp, retrying
 from agentlab_sched.worker.jobs import RunJobManager
 
 logger = logging.getLogger(__name__)
@@ -243,7 +243,8 @@ class BatchWorker(procrastinate_worker.Worker):
             except (psycopg.OperationalError, OSError) as exc:
                 logger.warning("job listener: %s; listening again in %.1f s", exc, pause)
                 await asyncio.sleep(pause)
-                pause = min(pause * 2, 10.0)
+                # Capped like every reconnection: a longer outage must not delay the first job once it is over.
+                pause = min(pause * 2, BACKOFF_CAP)
 
     def _woken(self) -> contextlib.AbstractContextManager[None]:
         """While listening, the run job manager's wake-ups (a job retried, a lock released) reach us too."""
