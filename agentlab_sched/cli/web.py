@@ -48,10 +48,10 @@ def web_cmd(
 ) -> None:
     """Serve the dashboard: schedules, fires, runs, health and load, signed in as PostgreSQL roles."""
     st = common.state(ctx)
+    prefix = _base_path(base_path)  # refused before any database is looked at
     config = WebConfig(
-        database_url=st.database().url, settings=st.settings(), read_only=read_only, base_path=_base_path(base_path),
-        local=local,
-    )  # fmt: skip
+        database_url=st.database().url, settings=st.settings(), read_only=read_only, base_path=prefix, local=local
+    )
     sock = bind(host, port)
     mode = (common.text("web.mode_read_only", st.locale) if read_only else "") + (
         common.text("web.mode_local", st.locale) if local else ""
