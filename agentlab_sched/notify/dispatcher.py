@@ -54,6 +54,9 @@ BACKOFF_CAP = 1800.0
 LOCK_TIMEOUT = 2.0
 #: How long a claimed row is hidden from other workers beyond the send timeout.
 LEASE_MARGIN = 20.0
+#: Sends one delivery loop keeps in flight at once: a slow receiver holds one of them (for at most the
+#: sender's deadline), never the notifications of other receivers.
+MAX_IN_FLIGHT = 16
 #: How long a row this worker cannot decrypt is left for a worker that has the key.
 KEY_WAIT = timedelta(minutes=5)
 
@@ -436,23 +439,38 @@ class Dispatcher:
         )
 
     async def _work(self, wake: asyncio.Event) -> None:
-        """One delivery loop with its own connection."""
+        """One delivery loop with its own connection: it claims and records rows on it, and keeps up to
+        :data:`MAX_IN_FLIGHT` sends going at once (each to whatever receiver its row names)."""
         assert self._sender is not None
         backoff = Backoff()
         while not self._stopping:
             conn = None
+            inflight: dict[asyncio.Task[Verdict], Claim] = {}
             try:
                 conn = await self._connect()
                 outbox = Outbox(conn, self.settings, self._sender)
                 while not self._stopping:
                     wake.clear()
-                    if await self._deliver_one(outbox):
+                    for send in [t for t in inflight if t.done()]:
+                        await self._settle(outbox, send, inflight.pop(send))
+                    if len(inflight) < MAX_IN_FLIGHT and await self._start_one(outbox, inflight):
                         backoff.reset()
                         continue
                     backoff.reset()
                     wait = await outbox.seconds_to_next()
                     wait = self.poll_interval if wait is None else min(self.poll_interval, max(wait, 0.05))
-                    await idle_wait(conn, wake, wait)  # a connection cut while idle is noticed at once
+                    if inflight:  # woken by a send ending too
+                        woken = asyncio.ensure_future(wake.wait())
+                        try:
+                            await asyncio.wait({*inflight, woken}, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+                        finally:
+                            woken.cancel()
+                    else:
+                        await idle_wait(conn, wake, wait)  # a connection cut while idle is noticed at once
+                if inflight:  # stopping: the sends end (stop() cancels them); their rows are put back
+                    await asyncio.wait(set(inflight))
+                    for send in list(inflight):
+                        await self._settle(outbox, send, inflight.pop(send))
             except Exception as exc:
                 pause = backoff.next()
                 log.warning(
@@ -465,12 +483,15 @@ class Dispatcher:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wake.wait(), timeout=pause)
             finally:
+                for send in inflight:  # left behind (the connection broke): their leases end, they are retried
+                    send.cancel()
+                    self._sends.discard(send)
                 if conn is not None:
                     with contextlib.suppress(Exception):
                         await asyncio.wait_for(conn.close(), 1.0)
 
-    async def _deliver_one(self, outbox: Outbox) -> bool:
-        """Claim, send and record one row; False when nothing is due. A cancelled send is put back."""
+    async def _start_one(self, outbox: Outbox, inflight: dict[asyncio.Task[Verdict], Claim]) -> bool:
+        """Claim one row and start its send; False when nothing is due."""
         if self._stopping:
             return False
         claim = await outbox.claim()
@@ -480,15 +501,13 @@ class Dispatcher:
         self._sends.add(send)
         if self._cancel_sends:
             send.cancel()
-        try:
-            verdict = await send
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                raise  # this worker itself is being cancelled
-            await outbox.release(claim)
-            return False
-        finally:
-            self._sends.discard(send)
-        await outbox.record(claim, verdict)
+        inflight[send] = claim
         return True
+
+    async def _settle(self, outbox: Outbox, send: asyncio.Task[Verdict], claim: Claim) -> None:
+        """Record a finished send; a cancelled one is put back for the next worker."""
+        self._sends.discard(send)
+        if send.cancelled():
+            await outbox.release(claim)
+            return
+        await outbox.record(claim, send.result())
