@@ -387,6 +387,9 @@ def privilege_message(exc: psycopg.Error, locale: str, url: str | None) -> str:
             needs = messages.term("cli.needs.role", kind="worker", role=role["worker"])
         else:
             needs = messages.term("cli.needs.owner")
+    elif short in ("schema_migrations", "migrate_lock"):  # migrate's own bookkeeping: the owner's
+        what = messages.term("cli.denied.migrate")
+        needs = messages.term("cli.needs.owner")
     elif kind in ("table", "view", "sequence", "relation"):
         what = messages.term("cli.denied.table", name=short)
         if short.startswith("procrastinate_") and short not in ("procrastinate_jobs", "procrastinate_workers"):

@@ -262,6 +262,10 @@ MESSAGES.update(
             "在数据库 {name} 中创建模式(migrate)",
         ),
         "cli.denied.create_role": ("create roles", "创建角色"),
+        "cli.denied.migrate": (
+            "run migrate (it changes schema agentlab_sched)",
+            "运行 migrate(它会修改 agentlab_sched 模式)",
+        ),
         "cli.denied.other": ("do this ({detail})", "执行此操作({detail})"),
         "cli.needs.role": (
             "the {kind} role ({role}, made by agentlab-sched roles create)",

@@ -88,12 +88,12 @@ REFUSALS = [
      "refused: the role {login} may not call agentlab_sched.trigger_now(); that needs the admin role ({admin}) or "
      "GRANT EXECUTE ON FUNCTION agentlab_sched.trigger_now(text, boolean)", None),
     ("reader", ["migrate"],
-     "refused: the role {login} may not create the schema in database {database} (migrate); that needs the owner of "
+     "refused: the role {login} may not run migrate (it changes schema agentlab_sched); that needs the owner of "
      "schema agentlab_sched (the role that runs migrate, with CREATE on the database)",
-     "已拒绝:角色 {login} 无权在数据库 {database} 中创建模式(migrate);"
+     "已拒绝:角色 {login} 无权运行 migrate(它会修改 agentlab_sched 模式);"
      "需要模式 agentlab_sched 的所有者(运行 migrate 的角色,且对数据库有 CREATE 权限)"),
     ("admin", ["migrate"],
-     "refused: the role {login} may not create the schema in database {database} (migrate); that needs the owner of "
+     "refused: the role {login} may not run migrate (it changes schema agentlab_sched); that needs the owner of "
      "schema agentlab_sched (the role that runs migrate, with CREATE on the database)", None),
     ("admin", ["roles", "create"],
      "refused: the role {login} may not create roles; that needs the schema's owner with the CREATEROLE attribute "
