@@ -258,6 +258,10 @@ CREATE TABLE agentlab_sched.runs (
     tally_pending text,
     -- How many times on_interrupt=retry ran this run again.
     interrupts integer NOT NULL DEFAULT 0,
+    -- Who last acted on it by hand (cancel_run, resume_run, abandon): the login role and the database
+    -- clock, whatever name (cancelled_by) and time the caller gave.
+    acted_by_login text,
+    acted_at timestamptz,
     -- The run statuses of agentlab_sched/core/statuses.py (tests/contract/test_statuses.py checks it).
     CONSTRAINT runs_status_check CHECK (status IN (
         'queued', 'running', 'awaiting_approval', 'suspended',

@@ -103,7 +103,8 @@ BEGIN
     END IF;
     UPDATE agentlab_sched.runs x
     SET status = 'queued', job_id = jid, error = NULL, error_code = NULL, abort_reason = NULL,
-        abort_requested_at = NULL, finished_at = NULL, interrupts = 0, updated_at = now
+        abort_requested_at = NULL, finished_at = NULL, interrupts = 0, updated_at = now,
+        acted_by_login = session_user, acted_at = pg_catalog.clock_timestamp()
     WHERE x.id = r.id;
     RETURN jid;
 END
@@ -141,7 +142,7 @@ BEGIN
     UPDATE agentlab_sched.runs x
     SET status = 'cancelled', finished_at = now, cancelled_by = by, abort_reason = 'abandoned',
         error = agentlab_sched.msg('run.abandoned_by', jsonb_build_object('by', by)), error_code = 'run.abandoned',
-        deadline_at = NULL, updated_at = now
+        deadline_at = NULL, updated_at = now, acted_by_login = session_user, acted_at = pg_catalog.clock_timestamp()
     WHERE x.id = r.id;
     IF EXISTS (SELECT 1 FROM public.procrastinate_jobs j WHERE j.id = r.job_id AND j.status = 'doing') THEN
         PERFORM public.procrastinate_finish_job_v1(r.job_id, 'aborted', false);
@@ -234,7 +235,7 @@ BEGIN
     UPDATE agentlab_sched.runs x
     SET abort_reason = 'cancel', abort_requested_at = now, cancelled_by = by,
         error = agentlab_sched.msg('run.cancelled_by', jsonb_build_object('by', by)), error_code = 'run.cancelled',
-        updated_at = now
+        updated_at = now, acted_by_login = session_user, acted_at = pg_catalog.clock_timestamp()
     WHERE x.id = r.id;
     IF r.status = 'running' AND js = 'doing' THEN
         PERFORM public.procrastinate_cancel_job_v1(r.job_id, true, false);
