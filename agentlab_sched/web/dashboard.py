@@ -108,6 +108,7 @@ def _environment() -> jinja2.Environment:
     env.globals["when"] = words.when
     env.globals["zone_abbrev"] = words.zone_abbrev
     env.globals["plain_value"] = words.plain_value
+    env.globals["value_words"] = words.value
     return env
 
 

@@ -20,6 +20,15 @@ def label(code: str, locale: str, **params: object) -> str:
     return messages.render(full, locale, **params)
 
 
+def value(kind: str, raw: str | None, locale: str) -> str:
+    """An option's value or a job's status in words (``web.value.skip``, ``web.job.doing``), with the raw
+    value beside it; the raw value alone where the catalogue has no words for it."""
+    if raw is None:
+        return messages.NOT_SET[locale]
+    code = f"web.{kind}.{raw}"
+    return f"{messages.render(code, locale)} ({raw})" if code in messages.CATALOG else raw
+
+
 def choose_locale(chosen: str | None, accept_language: str | None) -> str:
     """The reader's language: the one chosen with the switch, else the first of Accept-Language we ship."""
     if chosen:
