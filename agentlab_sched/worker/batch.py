@@ -163,6 +163,7 @@ class BatchWorker(procrastinate_worker.Worker):
         if retry_decision or (runs and manager.finishes_alone(job, status)):  # type: ignore[attr-defined]
             # A retry, a job handed back, a task the app does not have: no body returned, Procrastinate's way.
             await super()._persist_job_status(job, status, retry_decision, context, job_result)
+            self._look_again(runs)
             return
         delete = {
             jobs.DeleteJobCondition.ALWAYS: True,
@@ -179,10 +180,17 @@ class BatchWorker(procrastinate_worker.Worker):
             if runs:
                 await manager.finished(job, settled_already=False)  # type: ignore[attr-defined]
         self._job_ids_to_abort.pop(job.id, None)
+        self._look_again(runs)
         self.logger.debug(
             f"Acknowledged job completion {job.call_string}",
             extra=self._log_extra(action="finish_task", context=context, status=status, job_result=job_result),
         )
+
+    def _look_again(self, runs: bool) -> None:
+        """A job's end is written: it may have made a job ready (a retry, a job behind its lock). The run job
+        manager wakes the workers itself; without install(app), nothing would until the next poll."""
+        if not runs:
+            self._new_job_event.set()
 
     def _stop_deadline(self) -> float | None:
         """For writing job ends through an outage: none until the worker is told to stop, then FINISH_GRACE."""
