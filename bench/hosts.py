@@ -4,6 +4,7 @@
     python -m bench.hosts -n 10000 --hosts 2 --hosts 4  # the counts to measure
     python -m bench.hosts --save hosts.json
     python -m bench.hosts --citus --hosts 1 --hosts 2    # the same on a Citus coordinator, tables local
+    python -m bench.hosts --pgbouncer                     # the workers' pools through PgBouncer
 
 Each host is a network namespace made with ``ip netns`` (bench/netns.py: its own address on a veth pair
 to a bridge where the database listens, its own host name), running one ``agentlab-sched worker --app
@@ -117,8 +118,66 @@ def _count(conn: psycopg.Connection[Any], query: str, *params: Any) -> int:
     return int(row[0]) if row else 0
 
 
+PGBOUNCER_PORT = 6432
+
+
+@contextlib.contextmanager
+def _pgbouncer(srv: common.Server, listen: str) -> Iterator[None]:
+    """PgBouncer (transaction pooling, docs/operations.md's settings) on ``listen``:6432 in front of ``srv``."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    parts = conninfo.conninfo_to_dict(srv.admin_url)
+    root = Path(tempfile.mkdtemp(prefix="agentlab-sched-bench-pgbouncer-"))
+    prefix = common._as_user()
+    (root / "users.txt").write_text('"postgres" ""\n')
+    (root / "pgbouncer.ini").write_text(
+        f"""[databases]
+* = host={parts["host"]} port={parts.get("port") or 5432} connect_query='SET plan_cache_mode = force_custom_plan'
+[pgbouncer]
+listen_addr = {listen}
+listen_port = {PGBOUNCER_PORT}
+unix_socket_dir = {root}
+auth_type = trust
+auth_file = {root}/users.txt
+pool_mode = transaction
+max_client_conn = 1000
+default_pool_size = 20
+ignore_startup_parameters = options
+logfile = {root}/pgbouncer.log
+"""
+    )
+    if prefix:
+        user = prefix[1].split("=", 1)[1]
+        for path in (root, root / "users.txt", root / "pgbouncer.ini"):
+            shutil.chown(path, user)
+    proc = subprocess.Popen([*prefix, "/usr/sbin/pgbouncer", str(root / "pgbouncer.ini")])
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                with psycopg.connect(f"postgresql://postgres@{listen}:{PGBOUNCER_PORT}/postgres", connect_timeout=2):
+                    break
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("pgbouncer did not start") from None
+                time.sleep(0.1)
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def storm(
-    srv: common.Server, hosts: netns.Hosts, k: int, n: int, concurrency: int, citus: bool = False
+    srv: common.Server,
+    hosts: netns.Hosts,
+    k: int,
+    n: int,
+    concurrency: int,
+    citus: bool = False,
+    pooled: bool = False,
 ) -> dict[str, Any]:
     """One storm: N schedules due at T, K hosts; see the module doc."""
     with srv.database() as url:
@@ -130,6 +189,11 @@ def storm(
                 bench.execute("CREATE EXTENSION citus")
             apps.create_hits(bench)
             env = {**common.worker_env(_tcp(url, hosts.server_address))}
+            if pooled:  # the workers' pool through PgBouncer, their LISTENs straight to the server
+                env["AGENTLAB_SCHED_LISTEN_URL"] = env["AGENTLAB_SCHED_DATABASE_URL"]
+                env["AGENTLAB_SCHED_DATABASE_URL"] = conninfo.make_conninfo(
+                    url, host=hosts.server_address, port=PGBOUNCER_PORT
+                )
             chosen = hosts.hosts[:k]
             procs = [
                 hosts.start(h, [*WORKER, "--concurrency", str(concurrency)], cwd=common.ROOT, env=env) for h in chosen
@@ -206,10 +270,12 @@ def storm(
             admin.close()
 
 
-def run(counts: list[int], n: int, concurrency: int, namespaces: bool, citus: bool = False) -> dict[str, Any]:
+def run(
+    counts: list[int], n: int, concurrency: int, namespaces: bool, citus: bool = False, pooled: bool = False
+) -> dict[str, Any]:
     with netns.Hosts(max(counts), namespaces=namespaces) as hosts:
         listen = netns.SERVER_ADDRESS if hosts.namespaced else "127.0.0.1"
-        with _server(listen, citus) as srv:
+        with _server(listen, citus) as srv, _pgbouncer(srv, listen) if pooled else contextlib.nullcontext():
             result: dict[str, Any] = {
                 "benchmark": "hosts",
                 "hosts_are": "network namespaces (ip netns, veth, bridge)" if hosts.namespaced
@@ -217,11 +283,12 @@ def run(counts: list[int], n: int, concurrency: int, namespaces: bool, citus: bo
                 "machine": common.machine(),
                 "concurrency": concurrency,
                 "citus": citus,
+                "pgbouncer": pooled,
                 "rows": [],
             }  # fmt: skip
             srv.describe(result)
             for k in counts:
-                row = storm(srv, hosts, k, n, concurrency, citus)
+                row = storm(srv, hosts, k, n, concurrency, citus, pooled)
                 print(
                     f"{k} hosts: {row['fires_per_s']} fires/s, {row['jobs_per_s']} jobs/s, "
                     f"waits {row['waits_share']}, cpu {row['cpu_s']}",
@@ -238,9 +305,10 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--processes", action="store_true", help="plain processes, no namespaces")
     parser.add_argument("--citus", action="store_true", help="Citus loaded and in the database, tables local")
+    parser.add_argument("--pgbouncer", action="store_true", help="the workers' pool through PgBouncer (transaction)")
     parser.add_argument("--save", help="write the JSON result here too")
     args = parser.parse_args()
-    result = run(args.hosts or [1, 2, 4, 8], args.n, args.concurrency, not args.processes, args.citus)
+    result = run(args.hosts or [1, 2, 4, 8], args.n, args.concurrency, not args.processes, args.citus, args.pgbouncer)
     common.emit(result, args.save)
 
 
