@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 import psycopg
@@ -119,7 +120,14 @@ def _check_from(url: str) -> None:
     try:
         conninfo.conninfo_to_dict(url)
     except psycopg.ProgrammingError:
-        raise ValidationError("import.bad_from", "from", value=url) from None
+        raise ValidationError("import.bad_from", "from", value=_masked(url)) from None
+
+
+def _masked(url: str) -> str:
+    """``url`` as it may be shown though it does not parse: its password (``user:secret@`` up to the ``@``,
+    ``password=...``) replaced by ``***``."""
+    url = re.sub(r"^([a-z][a-z0-9+.-]*://[^:/@]*):[^@/]*@", r"\1:***@", url, flags=re.IGNORECASE)
+    return re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s&]*)", r"\1***", url, flags=re.IGNORECASE)
 
 
 async def _connect_from(url: str) -> psycopg.AsyncConnection[Any]:
