@@ -1,4 +1,4 @@
-"""`agentlab-sched schedules ...`: list, show, add, edit, rm, pause, resume, next."""
+"""`agentlab-sched schedules ...`: list, show, add, import, edit, rm, pause, resume, next."""
 
 from __future__ import annotations
 
@@ -445,6 +445,67 @@ def rm_cmd(
         common.say(ctx, "cli.removed", name=name)
     elif not missing_ok:
         raise SchedError("schedule.not_found", "name", name=name)
+
+
+#: CSV columns whose cells are JSON (an object, a list), not text.
+_JSON_COLUMNS = frozenset({"inputs"})
+
+
+def _read_definitions(path: str) -> list[dict[str, Any]]:
+    """The definitions in ``path``: CSV with a header of schedule()'s argument names (an empty cell is not
+    given; ``inputs`` as JSON), or JSON lines (one object a line; blank lines skipped)."""
+    import csv
+
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            text = f.read()
+    except OSError as e:
+        raise SchedError("cli.import_unreadable", "file", path=path, reason=e.strerror or type(e).__name__) from None
+    except UnicodeError as e:
+        raise SchedError("cli.import_unreadable", "file", path=path, reason=type(e).__name__) from None
+    rows: list[dict[str, Any]] = []
+    if path.lower().endswith(".csv") or not text.lstrip().startswith("{"):
+        for line, record in enumerate(csv.DictReader(text.splitlines()), start=2):
+            row: dict[str, Any] = {}
+            for column, cell in record.items():
+                if column is None or cell is None or cell == "":
+                    continue
+                if column in _JSON_COLUMNS:
+                    try:
+                        row[column] = json.loads(cell)
+                    except ValueError as e:
+                        raise SchedError(
+                            "cli.import_bad_cell", "file", path=path, line=line, column=column, reason=str(e)
+                        ) from None
+                else:
+                    row[column] = cell
+            rows.append(row)
+        return rows
+    for line, content in enumerate(text.splitlines(), start=1):
+        if not content.strip():
+            continue
+        try:
+            value = json.loads(content)
+        except ValueError as e:
+            raise SchedError("cli.import_bad_line", "file", path=path, line=line, reason=str(e)) from None
+        if not isinstance(value, dict):
+            raise SchedError("cli.import_bad_line", "file", path=path, line=line, reason=type(value).__name__)
+        rows.append(value)
+    return rows
+
+
+@schedules_app.command("import")
+def import_cmd(
+    ctx: typer.Context,
+    path: Annotated[str, typer.Argument(help="A CSV file (a header of schedule()'s argument names) or JSON lines.")],
+) -> None:
+    """Create many schedules from a file, all of them or none (a refusal names the definition)."""
+    definitions = _read_definitions(path)
+
+    async def run(conn: psycopg.AsyncConnection[Any]) -> int:
+        return await admin.schedule_many(conn, definitions)
+
+    common.say(ctx, "cli.imported", count=common.run(ctx, run), path=path)
 
 
 @schedules_app.command("pause")

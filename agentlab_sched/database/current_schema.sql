@@ -195,7 +195,7 @@ CREATE UNLOGGED TABLE agentlab_sched.bookkeeping_marks (
     schedule_id bigint NOT NULL,
     kind text NOT NULL,
     PRIMARY KEY (xact, schedule_id, kind),
-    CONSTRAINT bookkeeping_marks_kind_check CHECK (kind IN ('countdown', 'rotate', 'code_sync'))
+    CONSTRAINT bookkeeping_marks_kind_check CHECK (kind IN ('countdown', 'rotate', 'code_sync', 'bulk'))
 );
 
 -- The deployments whose code declared schedules, by fingerprint, with the first time a worker running

@@ -246,6 +246,16 @@ MESSAGES.update(
             "定时任务「{name}」没有变化(版本 {version})",
         ),
         "cli.removed": ('removed schedule "{name}"', "已删除定时任务「{name}」"),
+        "cli.imported": ("created {count} schedules from {path}", "已从 {path} 创建 {count} 个定时任务"),
+        "cli.import_unreadable": ("cannot read {path}: {reason}", "无法读取 {path}:{reason}"),
+        "cli.import_bad_line": (
+            "{path}, line {line}: not a JSON object ({reason})",
+            "{path} 第 {line} 行不是 JSON 对象({reason})",
+        ),
+        "cli.import_bad_cell": (
+            "{path}, line {line}: the {column} column is not JSON ({reason})",
+            "{path} 第 {line} 行的 {column} 列不是 JSON({reason})",
+        ),
         "cli.paused": ('paused schedule "{name}"', "已暂停定时任务「{name}」"),
         "cli.already_paused": ('schedule "{name}" was already paused', "定时任务「{name}」本来就已暂停"),
         "cli.resumed": (
@@ -374,6 +384,36 @@ MESSAGES.update(
         "roles.configured": (
             "roles: reader {reader}, admin {admin}, worker {worker}",
             "角色:只读 {reader},管理 {admin},worker {worker}",
+        ),
+    }
+)
+
+# Many schedules at once (schedule_many, schedules import): the definition that failed, by its place.
+MESSAGES.update(
+    {
+        "schedule.bulk_row": (
+            "definition {row} ({name}): {problem}",
+            "第 {row} 条定义({name}):{problem}",
+        ),
+        "schedule.bulk_not_array": (
+            "the definitions must be a JSON array of objects, not {type}",
+            "定义必须是由对象组成的 JSON 数组,而不是{type}",
+        ),
+        "schedule.bulk_not_object": (
+            "a definition must be a JSON object (the arguments of schedule() by name), not {type}",
+            "每条定义必须是 JSON 对象(以名称给出 schedule() 的参数),而不是{type}",
+        ),
+        "schedule.bulk_unknown_field": (
+            "{key} is not an argument of schedule() (known: {known})",
+            "{key} 不是 schedule() 的参数(可用:{known})",
+        ),
+        "schedule.bulk_bad_value": (
+            "{key}: {value} is not a valid value ({reason})",
+            "{key} 的值 {value} 无效({reason})",
+        ),
+        "schedule.bulk_duplicate": (
+            'the name "{name}" is also given in definition {first}',
+            "名称「{name}」在第 {first} 条定义中也出现了",
         ),
     }
 )

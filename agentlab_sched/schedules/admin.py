@@ -66,6 +66,7 @@ __all__ = [
     "pause",
     "resume",
     "schedule",
+    "schedule_many",
     "schedule_sql",
     "status",
     "unschedule",
@@ -326,6 +327,31 @@ async def schedule(
 
 #: Another name for :func:`schedule` that says what it does.
 create_or_update = schedule
+
+
+def _bulk_value(value: Any) -> Any:
+    """A definition's value as JSON SQL casts back: intervals in seconds, instants in ISO 8601."""
+    if isinstance(value, timedelta):
+        return f"{value.total_seconds()} seconds"
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+async def schedule_many(conn: psycopg.AsyncConnection[Any], definitions: Iterable[Mapping[str, Any]]) -> int:
+    """Create many schedules at once (SQL ``schedule_many()``): all of them or none; how many.
+
+    Each definition maps :func:`schedule`'s argument names (``name``, ``cron``, ``task`` required) to
+    values. Every definition is validated as :func:`schedule` would; the first refusal is raised naming
+    the definition (``row``, from 1, and ``name``) and the field, as ``schedule.bulk_row`` (its ``code``
+    parameter is the refusal's own code). A name that exists already is refused (no update). The new
+    schedules are planned by the workers (``replan``), as a schedule inserted by SQL is.
+    """
+    rows = [{k: _bulk_value(v) for k, v in d.items()} for d in definitions]
+    if not rows:
+        return 0
+    async with conn.transaction():
+        return int(await _call(conn, "schedule_many", {"definitions": Jsonb(rows)}))
 
 
 @checked

@@ -135,7 +135,7 @@ def test_each_difference_is_named(
     edits = {
         "CREATE INDEX workers_seen_idx ON agentlab_sched.workers (seen_at);\n": "",
         "max_catchup integer NOT NULL DEFAULT 10,": "max_catchup integer NOT NULL DEFAULT 11,",
-        "CHECK (kind IN ('countdown', 'rotate', 'code_sync'))": "CHECK (kind IN ('countdown', 'rotate'))",
+        "CHECK (kind IN ('countdown', 'rotate', 'code_sync', 'bulk'))": "CHECK (kind IN ('countdown', 'rotate'))",
     }
     for old, new in edits.items():
         assert old in text
@@ -145,7 +145,7 @@ def test_each_difference_is_named(
         "column schedules.max_catchup: migrations/ has 'integer NOT NULL DEFAULT 10', "
         "current_schema.sql has 'integer NOT NULL DEFAULT 11'",
         "constraint bookkeeping_marks.bookkeeping_marks_kind_check: migrations/ has "
-        "\"CHECK ((kind = ANY (ARRAY['countdown'::text, 'rotate'::text, 'code_sync'::text])))\", "
+        "\"CHECK ((kind = ANY (ARRAY['countdown'::text, 'rotate'::text, 'code_sync'::text, 'bulk'::text])))\", "
         "current_schema.sql has \"CHECK ((kind = ANY (ARRAY['countdown'::text, 'rotate'::text])))\"",
         "index workers_seen_idx: only in migrations/ "
         "(CREATE INDEX workers_seen_idx ON agentlab_sched.workers USING btree (seen_at))",

@@ -43,7 +43,8 @@ AS $$
     SELECT CASE kind
         WHEN 'admin' THEN ARRAY[
             -- the SQL API: every change goes through validation and the audit
-            'schedule', 'alter_schedule', 'unschedule', 'pause', 'resume', 'trigger', 'trigger_now', 'backfill',
+            'schedule', 'schedule_many', 'alter_schedule', 'unschedule', 'pause', 'resume', 'trigger', 'trigger_now',
+            'backfill',
             'approve', 'reject', 'resume_run', 'abandon', 'resume_suspended', 'abandon_suspended', 'cancel_run',
             'reset_session', 'prune',
             'set_webhook', 'rotate_webhook', 'mark_imported',
