@@ -135,7 +135,7 @@ def test_each_difference_is_named(
     edits = {
         "CREATE INDEX workers_seen_idx ON agentlab_sched.workers (seen_at);\n": "",
         "max_catchup integer NOT NULL DEFAULT 10,": "max_catchup integer NOT NULL DEFAULT 11,",
-        "CHECK (kind IN ('countdown', 'rotate', 'code_sync', 'bulk'))": "CHECK (kind IN ('countdown', 'rotate'))",
+        "CONSTRAINT runs_segment_check CHECK (segment >= 1)": "CONSTRAINT runs_segment_check CHECK (segment >= 0)",
     }
     for old, new in edits.items():
         assert old in text
@@ -144,9 +144,8 @@ def test_each_difference_is_named(
     assert differences(catalog(chain), catalog(current)) == [
         "column schedules.max_catchup: migrations/ has 'integer NOT NULL DEFAULT 10', "
         "current_schema.sql has 'integer NOT NULL DEFAULT 11'",
-        "constraint bookkeeping_marks.bookkeeping_marks_kind_check: migrations/ has "
-        "\"CHECK ((kind = ANY (ARRAY['countdown'::text, 'rotate'::text, 'code_sync'::text, 'bulk'::text])))\", "
-        "current_schema.sql has \"CHECK ((kind = ANY (ARRAY['countdown'::text, 'rotate'::text])))\"",
+        "constraint runs.runs_segment_check: migrations/ has 'CHECK ((segment >= 1))', "
+        "current_schema.sql has 'CHECK ((segment >= 0))'",
         "index workers_seen_idx: only in migrations/ "
         "(CREATE INDEX workers_seen_idx ON agentlab_sched.workers USING btree (seen_at))",
     ]
