@@ -1,5 +1,5 @@
 -- Cron and time zone validation inside the database: exactly the language agentlab_sched/core/cron.py
--- evaluates (docs/cron.md), with the same error codes and parameters; tests/test_cron_sql.py holds
+-- evaluates (docs/cron.md), with the same error codes and parameters; tests/core/test_cron_sql.py holds
 -- the two together with a property test. Workers evaluate cron (Python); SQL only validates.
 --
 -- A problem is jsonb {"code": ..., "field": "cron" | "timezone", "params": {...}}, NULL when valid;
