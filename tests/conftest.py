@@ -20,6 +20,9 @@ from psycopg import conninfo
 from agentlab_sched import database as db
 from agentlab_sched.database.migrate import migrate
 
+#: Markers by what each test needs (pure, db, worker, slow): see tests/support/markers.py.
+pytest_plugins = ["tests.support.markers"]
+
 TEMPLATE = f"agentlab_tpl_{os.getpid()}"
 _counter = itertools.count()
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -55,18 +57,55 @@ def test_the_floor_run_installs_the_lowest_procrastinate_pyproject_allows() -> N
     assert [d for d in deps if d.startswith("procrastinate")] == ["procrastinate>=3.9,<4"]
 
 
-def test_the_files_the_floor_run_leaves_out_exist_and_never_reach_procrastinate() -> None:
+def test_the_floor_run_leaves_out_only_tests_that_never_reach_procrastinate() -> None:
+    """.ci/floor selects by marker (tests/support/markers.py): a file none of whose tests it selects must
+    neither import Procrastinate nor start a worker, and it must leave something out (or it is the suite)."""
     floor = (ROOT / ".ci" / "floor").read_text(encoding="utf-8")
-    block = re.search(r"for pure in (.*?); do", floor, re.S)
-    assert block is not None
-    names = block.group(1).replace("\\", " ").split()
-    assert len(names) == 11
-    for name in names:
-        path = ROOT / "tests" / f"test_{name}.py"
-        text = path.read_text(encoding="utf-8")
+    [expression] = re.findall(r'set -- tests -m "([^"]+)"', floor)
+
+    def files(marks: str) -> set[str]:
+        collected = subprocess.run(
+            [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", "-p", "no:cacheprovider", "-m", marks],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        return {line.split("::")[0] for line in collected.splitlines() if "::" in line}
+
+    left_out = sorted(files(f"not ({expression})") - files(expression))
+    assert "tests/core/test_cron.py" in left_out, left_out
+    reaching = re.compile(r"^\s*(from|import) procrastinate|run_worker|\"worker\"", re.M)
+    for name in left_out:
+        path = ROOT / name
         if path == Path(__file__).resolve():
             continue  # this file names what it looks for
-        assert not re.search(r"^\s*(from|import) procrastinate|run_worker|agentlab-sched worker", text, re.M), name
+        assert not reaching.search(path.read_text(encoding="utf-8")), name
+
+
+def test_no_test_module_imports_another() -> None:
+    """Tests share through fixtures (conftest.py) and tests/support only: a test module that imported
+    another would run that one's tests' module code, and tie the two files together."""
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] if node.level == 0 else ["." * node.level + (node.module or "")]
+                names += [f"{node.module}.{a.name}" for a in node.names if node.level == 0 and node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                parts = name.split(".")
+                if (
+                    name.startswith(".")
+                    or any(p.startswith("test_") or p == "conftest" for p in parts)
+                    or (parts[0] == "tests" and parts[1:2] != ["support"])
+                ):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {name}")
+    assert found == [], "share through a fixture or tests/support instead:\n" + "\n".join(found)
 
 
 def test_no_import_inside_a_function_dodges_a_cycle() -> None:

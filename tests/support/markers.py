@@ -1,0 +1,123 @@
+"""Markers by what a test needs, given at collection (a plugin of tests/conftest.py), so no file keeps a list:
+
+- ``db``: it uses a PostgreSQL server (a fixture that depends on ``pg_server``, or a cluster server);
+- ``worker``: it starts a worker (in this process or as a subprocess): every test in tests/worker/, and
+  any test whose body calls something that does (``worker(...)``, ``run_worker``, a ``"worker"`` command
+  line, or a function of its module that does one of these);
+- ``pure``: neither: no server, no worker (it may still use Procrastinate's in-memory connector);
+- ``procrastinate``: its module uses Procrastinate's code (imports it, a worker module, the demo app or
+  an app of tests/support): what the run on the lowest Procrastinate allowed selects, with ``db`` and
+  ``worker`` (.ci/floor: ``-m "db or worker or procrastinate"``);
+- ``slow``: the few that take seconds of wall time by design (``SLOW``), to leave out with ``-m "not slow"``.
+
+Run a kind with ``pytest -m pure`` (seconds), ``-m "db and not worker"``, ``-m "not slow"``.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parents[1]
+
+#: Fixtures that are a PostgreSQL server; every database fixture depends on one of them.
+DB_FIXTURES = frozenset({"pg_server", "pg15", "citus"})
+#: Folders whose every test needs a server or a worker whatever its fixtures say.
+DB_FOLDERS = frozenset({"cluster"})
+WORKER_FOLDERS = frozenset({"worker"})
+#: Calls that start a worker: the in-process helper, the process entry points, a supervisor.
+WORKER_CALLS = frozenset({"worker", "run_worker", "run_worker_async", "Supervisor", "BatchWorker", "stop_workers"})
+#: Tests that wait seconds of wall time by design (real-time storms, kills, outages, a long model run),
+#: as files or node ids relative to tests/.
+SLOW = frozenset(
+    {
+        "worker/test_multiprocess.py",
+        "worker/test_outages.py",
+        "runs/test_run_model.py",
+    }
+)
+
+#: What in a module's source means it runs Procrastinate's code.
+PROCRASTINATE = re.compile(
+    r"^\s*(from|import) procrastinate\b|\bagentlab_sched\.(worker|demo)\b|"
+    r"\btests\.support\.(workers|code_app|periodic_app)\b",
+    re.M,
+)
+
+
+def _calls(node: ast.AST) -> set[str]:
+    """Names called under ``node``, and the string constants it passes (a command line's words)."""
+    found: set[str] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call):
+            func = sub.func
+            if isinstance(func, ast.Name):
+                found.add(func.id)
+            elif isinstance(func, ast.Attribute):
+                found.add(func.attr)
+        elif isinstance(sub, ast.Constant) and sub.value == "worker":
+            found.add("worker")
+        elif isinstance(sub, ast.Name) and sub.id in {"WORKER", "WORKER_SCRIPT"}:
+            found.add("worker")
+    return found
+
+
+@functools.cache
+def _uses_procrastinate(path: Path) -> bool:
+    return bool(PROCRASTINATE.search(path.read_text(encoding="utf-8")))
+
+
+@functools.cache
+def _worker_functions(path: Path) -> dict[str, bool]:
+    """For each function of the module at ``path``: whether it starts a worker, directly or through
+    another function of the module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    functions = {
+        node.name: _calls(node) for node in ast.walk(tree) if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    starts = {name for name, calls in functions.items() if calls & WORKER_CALLS}
+    while True:
+        more = {name for name, calls in functions.items() if calls & starts} - starts
+        if not more:
+            return {name: name in starts for name in functions}
+        starts |= more
+
+
+def kinds(item: pytest.Item) -> set[str]:
+    """The markers ``item`` gets (besides those written on it)."""
+    path = Path(str(item.path)).resolve()
+    try:
+        relative = path.relative_to(TESTS)
+    except ValueError:
+        return set()
+    found: set[str] = set()
+    fixtures = set(getattr(item, "fixturenames", ()))
+    folder = relative.parts[0] if len(relative.parts) > 1 else ""
+    if fixtures & DB_FIXTURES or folder in DB_FOLDERS:
+        found.add("db")
+    function = getattr(item, "function", None)
+    name = getattr(function, "__name__", "")
+    if folder in WORKER_FOLDERS:
+        found.add("worker")
+    elif function is not None and inspect.getsourcefile(function) == str(path):
+        if _worker_functions(path).get(name, False):
+            found.add("worker")
+    if not found:
+        found.add("pure")
+    if path.suffix == ".py" and _uses_procrastinate(path):
+        found.add("procrastinate")
+    if relative.as_posix() in SLOW or f"{relative.as_posix()}::{item.name}" in SLOW:
+        found.add("slow")
+    return found
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every collected test by what it needs."""
+    for item in items:
+        for kind in sorted(kinds(item)):
+            item.add_marker(kind)
