@@ -36,6 +36,7 @@ BEGIN
             PERFORM agentlab_sched.validate_text(k, NULL, 0);
         END IF;
     END LOOP;
+    e := jsonb_strip_nulls(e);  -- null is "not given", as in schedule(): the default
     BEGIN
         r := jsonb_populate_record(base, e);
     EXCEPTION WHEN data_exception THEN
@@ -104,9 +105,23 @@ BEGIN
         END IF;
         cur_row := NULL;
         cur_name := NULL;
-        -- Row by row (one pass; on a refusal, again one by one to name the row).
+        -- Row by row (one set-based pass: the required arguments, the values' types, the names; on a
+        -- refusal, again one by one through _bulk_row() to name the row and say what is wrong).
         BEGIN
-            PERFORM agentlab_sched._bulk_row(base, t.e) FROM jsonb_array_elements(definitions) AS t(e);
+            IF EXISTS (SELECT 1 FROM jsonb_array_elements(definitions) AS t(e)
+                       WHERE coalesce(jsonb_typeof(t.e -> 'name'), 'null') = 'null'
+                          OR coalesce(jsonb_typeof(t.e -> 'cron'), 'null') = 'null'
+                          OR coalesce(jsonb_typeof(t.e -> 'task'), 'null') = 'null') THEN
+                RAISE EXCEPTION 'a required argument is missing';  -- found and said below
+            END IF;
+            PERFORM agentlab_sched.validate_text('name', x.name, 200)
+            FROM jsonb_array_elements(definitions) AS t(e),
+                 jsonb_to_record(t.e) AS x(
+                     name text, cron text, task text, inputs jsonb, timezone text, queue text,
+                     priority integer, overlap text, misfire_grace interval, timeout interval,
+                     enabled boolean, catchup text, max_catchup integer, starts_at timestamptz,
+                     ends_at timestamptz, remaining_runs integer, pause_after_failures integer,
+                     context text, dst_gap text, dst_repeat text, on_interrupt text);
         EXCEPTION WHEN OTHERS THEN
             FOR cur_row, e IN SELECT t.ord, t.e FROM jsonb_array_elements(definitions) WITH ORDINALITY AS t(e, ord)
                               ORDER BY t.ord LOOP
@@ -159,13 +174,24 @@ BEGIN
             (name, cron, task, inputs, timezone, queue, priority, overlap, misfire_grace, timeout, enabled,
              catchup, max_catchup, starts_at, ends_at, remaining_runs, pause_after_failures, context, dst_gap,
              dst_repeat, on_interrupt)
-        SELECT (r).name, (r).cron, (r).task, (r).inputs, (r).timezone, (r).queue, (r).priority, (r).overlap,
-               (r).misfire_grace, (r).timeout, (r).enabled, (r).catchup, (r).max_catchup, (r).starts_at,
-               (r).ends_at, (r).remaining_runs, (r).pause_after_failures, (r).context, (r).dst_gap,
-               (r).dst_repeat, (r).on_interrupt
-        FROM (SELECT t.ord, jsonb_populate_record(base, t.e) AS r
-              FROM jsonb_array_elements(definitions) WITH ORDINALITY AS t(e, ord)) rows
-        ORDER BY rows.ord
+        SELECT x.name, x.cron, x.task, coalesce(x.inputs, base.inputs), coalesce(x.timezone, base.timezone),
+               coalesce(x.queue, base.queue), coalesce(x.priority, base.priority),
+               coalesce(x.overlap, base.overlap), coalesce(x.misfire_grace, base.misfire_grace),
+               coalesce(x.timeout, base.timeout), coalesce(x.enabled, base.enabled),
+               coalesce(x.catchup, base.catchup), coalesce(x.max_catchup, base.max_catchup),
+               coalesce(x.starts_at, base.starts_at), coalesce(x.ends_at, base.ends_at),
+               coalesce(x.remaining_runs, base.remaining_runs),
+               coalesce(x.pause_after_failures, base.pause_after_failures), coalesce(x.context, base.context),
+               coalesce(x.dst_gap, base.dst_gap), coalesce(x.dst_repeat, base.dst_repeat),
+               coalesce(x.on_interrupt, base.on_interrupt)
+        FROM jsonb_array_elements(definitions) WITH ORDINALITY AS t(e, ord),
+             jsonb_to_record(t.e) AS x(
+                 name text, cron text, task text, inputs jsonb, timezone text, queue text, priority
+                 integer, overlap text, misfire_grace interval, timeout interval, enabled boolean,
+                 catchup text, max_catchup integer, starts_at timestamptz, ends_at timestamptz,
+                 remaining_runs integer, pause_after_failures integer, context text, dst_gap text,
+                 dst_repeat text, on_interrupt text)
+        ORDER BY t.ord
         RETURNING s.*),
     audit AS (
         INSERT INTO agentlab_sched.schedule_changes
