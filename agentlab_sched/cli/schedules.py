@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import inspect
 import json
 from collections.abc import Callable
@@ -454,8 +455,6 @@ _JSON_COLUMNS = frozenset({"inputs"})
 def _read_definitions(path: str) -> list[dict[str, Any]]:
     """The definitions in ``path``: CSV with a header of schedule()'s argument names (an empty cell is not
     given; ``inputs`` as JSON), or JSON lines (one object a line; blank lines skipped)."""
-    import csv
-
     try:
         with open(path, encoding="utf-8", newline="") as f:
             text = f.read()
