@@ -16,7 +16,7 @@ Derived (nothing to write by hand):
       list of fields ``clear`` may reset.
     - The planner: the defaults of ``planner.ScheduleState``.
 
-Checked by ``tests/test_options.py`` (each failure names the place to change):
+Checked by ``tests/contract/test_options.py`` (each failure names the place to change):
     - the ``agentlab_sched.schedules`` column: its type, its default, NOT NULL unless the default is
       "not set"; for a choice, a CHECK constraint allowing exactly those values;
     - the arguments of the SQL functions ``schedule()`` and ``alter_schedule()`` (type, ``DEFAULT
@@ -48,7 +48,7 @@ How to add an option (say ``on_interrupt``, a choice):
    ``core/planner.py``: the ``ScheduleState`` field when ``planning=True``.
 5. ``docs/sql.md`` (the options table) and ``docs/cli.md`` (the flag).
 
-Run ``pytest tests/test_options.py``: it lists every place still missing.
+Run ``pytest tests/contract/test_options.py``: it lists every place still missing.
 """
 
 from __future__ import annotations
