@@ -16,6 +16,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from psycopg import conninfo
+from psycopg.rows import DictRow
 
 from agentlab_sched import database as db
 from agentlab_sched.database.migrate import migrate
@@ -84,14 +85,14 @@ def empty_db_url(pg_server: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def sync_conn(db_url: str) -> Iterator[psycopg.Connection]:
+def sync_conn(db_url: str) -> Iterator[psycopg.Connection[DictRow]]:
     """An autocommit connection (dict rows) to the test's database, locale en."""
     with db.connect_sync(db_url, locale="en") as conn:
         yield conn
 
 
 @pytest.fixture
-async def conn(db_url: str) -> AsyncIterator[psycopg.AsyncConnection]:
+async def conn(db_url: str) -> AsyncIterator[psycopg.AsyncConnection[DictRow]]:
     """An async autocommit connection (dict rows) to the test's database, locale en."""
     connection = await db.connect(db_url, locale="en")
     try:

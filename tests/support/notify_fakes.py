@@ -26,6 +26,7 @@ import httpx
 import psycopg
 import pytest
 from cryptography.fernet import Fernet
+from psycopg.rows import DictRow
 
 from agentlab_sched.notify import Sender
 from agentlab_sched.settings import Settings
@@ -270,7 +271,7 @@ def receiver() -> Iterator[LocalReceiver]:
 
 
 async def add_schedule(
-    conn: psycopg.AsyncConnection,
+    conn: psycopg.AsyncConnection[DictRow],
     name: str = "daily-report",
     *,
     timezone: str = "Asia/Shanghai",
@@ -287,7 +288,7 @@ async def add_schedule(
 
 
 async def add_run(
-    conn: psycopg.AsyncConnection,
+    conn: psycopg.AsyncConnection[DictRow],
     schedule_id: int,
     *,
     status: str = "running",
@@ -314,13 +315,13 @@ async def add_run(
     return run["id"]
 
 
-async def set_status(conn: psycopg.AsyncConnection, run_id: str, status: str, **columns: Any) -> None:
+async def set_status(conn: psycopg.AsyncConnection[DictRow], run_id: str, status: str, **columns: Any) -> None:
     """Change a run's status (and other columns) as the engine would."""
     sets = ", ".join(f"{name} = %s" for name in ["status", *columns])
     await conn.execute(f"UPDATE agentlab_sched.runs SET {sets} WHERE id = %s", (status, *columns.values(), run_id))
 
 
-async def outbox(conn: psycopg.AsyncConnection) -> list[dict]:
+async def outbox(conn: psycopg.AsyncConnection[DictRow]) -> list[DictRow]:
     cur = await conn.execute(
         "SELECT id, run_id::text AS run_id, event, segment, status, attempts, payload, last_error, "
         "next_attempt_at FROM agentlab_sched.outbox ORDER BY id"
@@ -328,6 +329,6 @@ async def outbox(conn: psycopg.AsyncConnection) -> list[dict]:
     return await cur.fetchall()
 
 
-async def deliveries(conn: psycopg.AsyncConnection) -> list[dict]:
+async def deliveries(conn: psycopg.AsyncConnection[DictRow]) -> list[DictRow]:
     cur = await conn.execute("SELECT * FROM agentlab_sched.deliveries ORDER BY id")
     return await cur.fetchall()
