@@ -65,12 +65,14 @@ def top_statements(admin: psycopg.Connection[Any], dbname: str, limit: int = 15)
     rows = admin.execute(
         """SELECT s.calls, round(s.total_exec_time::numeric, 1) AS total_ms,
                   round((s.total_exec_time / greatest(s.calls, 1))::numeric, 3) AS mean_ms, s.rows,
+                  s.shared_blks_hit + s.shared_blks_read AS blocks,
                   left(regexp_replace(s.query, '\\s+', ' ', 'g'), 160) AS query
            FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
            WHERE d.datname = %s ORDER BY s.total_exec_time DESC LIMIT %s""",
         (dbname, limit),
     ).fetchall()
-    return [dict(zip(("calls", "total_ms", "mean_ms", "rows", "query"), r, strict=True)) for r in rows]
+    # blocks: the buffers a statement read (hit or not): where a storm's tuples are read, statement by statement
+    return [dict(zip(("calls", "total_ms", "mean_ms", "rows", "blocks", "query"), r, strict=True)) for r in rows]
 
 
 class Server:

@@ -235,7 +235,11 @@ def storm(srv: common.Server, system: str, n: int, workers: int, concurrency: in
                     result["statements"] = common.top_statements(admin.conn, dbname)
                     admin.statements += 1
                     for row in result["statements"]:
-                        print(f"  {row['total_ms']:>10} ms {row['calls']:>7} calls  {row['query']}", flush=True)
+                        print(
+                            f"  {row['total_ms']:>10} ms {row['calls']:>7} calls {row['blocks']:>10} blocks"
+                            f"  {row['query']}",
+                            flush=True,
+                        )
         finally:
             ours = bench.statements + admin.statements
             bench.close()
