@@ -153,11 +153,17 @@ BAD: list[tuple[str, str, str, str]] = [
         "「日」的 ?,1 中,? 表示整个字段(同 *),不能与其他值组合",
     ),
     (
-        "H * * * *",
+        "R * * * *",
         "cron.hashed",
-        "minute: H is not supported (H and R, hashed or random values, are a Jenkins and croniter extension;"
-        " write the value)",
-        "「分」不支持 H(H 和 R 是 Jenkins 与 croniter 的散列或随机取值扩展,请写出具体的值)",
+        "minute: R is not supported (R, a random value, is a croniter extension; write the value, or H for a"
+        " value chosen by the schedule's name)",
+        "「分」不支持 R(R 是 croniter 的随机取值扩展;请写出具体的值,或写 H 按计划名称选定一个值)",
+    ),
+    (
+        "H(1-2 * * * *",
+        "cron.hash_malformed",
+        "minute: H(1-2 is malformed (write H, H/n, H(a-b) or H(a-b)/n)",
+        "「分」的 H(1-2 格式不对(应写作 H、H/n、H(a-b) 或 H(a-b)/n)",
     ),
     (
         "0 0 L-31 * *",
@@ -236,14 +242,14 @@ BAD: list[tuple[str, str, str, str]] = [
     (
         "* * *",
         "cron.field_count",
-        'cron: expected 5 or 6 fields, got 3 in "* * *"',
-        "cron 表达式应有 5 或 6 个字段,「* * *」有 3 个",
+        'cron: expected 5, 6 or 7 fields, got 3 in "* * *"',
+        "cron 表达式应有 5、6 或 7 个字段,「* * *」有 3 个",
     ),
     (
-        " 0 0 * * * * * ",
+        " 0 0 * * * * * * ",
         "cron.field_count",
-        'cron: expected 5 or 6 fields, got 7 in "0 0 * * * * *"',
-        "cron 表达式应有 5 或 6 个字段,「0 0 * * * * *」有 7 个",
+        'cron: expected 5, 6 or 7 fields, got 8 in "0 0 * * * * * *"',
+        "cron 表达式应有 5、6 或 7 个字段,「0 0 * * * * * *」有 8 个",
     ),
     ("", "cron.empty", "cron: the expression is empty", "cron 表达式为空"),
     (" \t ", "cron.empty", "cron: the expression is empty", "cron 表达式为空"),
