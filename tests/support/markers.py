@@ -25,7 +25,8 @@ import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
 
-#: Fixtures that are a PostgreSQL server; every database fixture depends on one of them.
+#: Fixtures that are a PostgreSQL server (and any fixture named ``*_server``, such as a pg_cron server);
+#: every database fixture depends on one of them.
 DB_FIXTURES = frozenset({"pg_server", "pg15", "citus"})
 #: Folders whose every test needs a server or a worker whatever its fixtures say.
 DB_FOLDERS = frozenset({"cluster"})
@@ -38,6 +39,9 @@ SLOW = frozenset(
     {
         "worker/test_multiprocess.py",
         "worker/test_outages.py",
+        "worker/test_long_outage.py",
+        "worker/test_worker_pool_open.py",
+        "database/test_sync_migrate_locks.py",
         "runs/test_run_model.py",
     }
 )
@@ -98,7 +102,8 @@ def kinds(item: pytest.Item) -> set[str]:
     found: set[str] = set()
     fixtures = set(getattr(item, "fixturenames", ()))
     folder = relative.parts[0] if len(relative.parts) > 1 else ""
-    if fixtures & DB_FIXTURES or folder in DB_FOLDERS:
+    servers = {f for f in fixtures if f in DB_FIXTURES or f.endswith("_server")}
+    if servers or folder in DB_FOLDERS:
         found.add("db")
     function = getattr(item, "function", None)
     name = getattr(function, "__name__", "")
