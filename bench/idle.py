@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 import psycopg
+from psycopg import conninfo
 from psycopg.rows import dict_row
 
 from . import common
@@ -66,6 +67,9 @@ def _measure(srv: common.Server, url: str, mode: str, seconds: float) -> dict[st
     worker = common.start_worker(url, mode) if mode != "none" else None
     try:
         time.sleep(WARMUP)
+        if common.statements_profiled():  # BENCH_STATEMENTS=1: what the server ran while measured
+            with psycopg.connect(srv.admin_url, autocommit=True) as admin:
+                admin.execute("SELECT pg_stat_statements_reset()")
         began = time.monotonic()
         pg0 = common.postgres_cpu(srv.postmaster_pid)
         w0 = common.process_cpu(worker.pid, children=True) if worker else 0.0
@@ -86,6 +90,12 @@ def _measure(srv: common.Server, url: str, mode: str, seconds: float) -> dict[st
                ORDER BY f.fire_at"""
         ).fetchall()
     per_minute = 60.0 / elapsed
+    statements: list[dict[str, Any]] = []
+    if common.statements_profiled():
+        with psycopg.connect(srv.admin_url, autocommit=True) as admin:
+            statements = common.top_statements(admin, conninfo.conninfo_to_dict(url)["dbname"])
+        for row in statements:
+            print(f"  {row['total_ms']:>10} ms {row['calls']:>7} calls {row['blocks']:>10} blocks  {row['query']}")
     worker_cpu, pg_cpu = (w1 - w0) * per_minute, (pg1 - pg0) * per_minute
     return {
         "mode": mode,
@@ -95,6 +105,7 @@ def _measure(srv: common.Server, url: str, mode: str, seconds: float) -> dict[st
         "total_cpu_s_per_min": round(worker_cpu + pg_cpu, 3),
         # The server's transactions a minute (each of the worker's statements is one, or part of one).
         "transactions_per_min": round(common.transactions_between(x0, x1)["xacts"] * per_minute, 1),
+        "statements": statements,
         "fires": [
             {
                 "fire_at": f["fire_at"].isoformat(),
