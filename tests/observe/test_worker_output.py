@@ -42,7 +42,8 @@ class Worker:
         )  # fmt: skip
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -71,6 +72,10 @@ class Worker:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             code = self.proc.wait()
+        self.reader.join(timeout=5)  # stdout is at its end: the worker exited
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
         while not self.lines.empty():
             self.seen.append(self.lines.get())
         return code

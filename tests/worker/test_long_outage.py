@@ -91,6 +91,7 @@ def test_the_first_job_starts_within_2_s_after_a_20_s_outage(own_server: OwnServ
     log = (tmp_path / "worker.log").open("wb")
     env = {**os.environ, "AGENTLAB_SCHED_DATABASE_URL": own_server.url, "AGENTLAB_SCHED_LOCALE": "en"}
     proc = subprocess.Popen(WORKER, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    log.close()  # the worker has its own copy of the descriptor
     try:
         _poll(lambda: _job_started_since(own_server.url, "-infinity"), 60, "a first job")
         own_server.pg_ctl("-m", "fast", "stop")

@@ -70,6 +70,7 @@ class Workers:
         for _ in range(n):
             log = (self.where / f"worker-{len(self.procs)}.log").open("wb")
             proc = subprocess.Popen([*WORKER, *args], cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+            log.close()  # the worker has its own copy of the descriptor
             self.procs.append(proc)
             started.append(proc)
         return started
