@@ -18,7 +18,6 @@ import os
 import socket
 import time
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -31,8 +30,6 @@ logger = logging.getLogger(__name__)
 
 #: Seconds between two reports of one worker.
 EVERY = 10.0
-#: How often (seconds) the report looks whether Procrastinate's id of the worker changed.
-WORKER_ID_CHECK = 0.5
 #: The key of ``additional_context`` by which `agentlab-sched worker` marks its own jobs.
 CONTEXT_KEY = "agentlab_sched_worker"
 
@@ -107,14 +104,10 @@ async def announce(app: procrastinate.App, worker_id: int, queues: Any) -> None:
 class Presence:
     """`agentlab-sched worker`'s reports: one at start, then every :data:`EVERY` seconds; removed at stop."""
 
-    def __init__(
-        self, app: procrastinate.App, report: Report, *, worker_id: Callable[[], int | None] | None = None
-    ) -> None:
+    def __init__(self, app: procrastinate.App, report: Report) -> None:
         self.app = app
         self.report = report
-        #: Procrastinate's id of the worker, once it has one (it changes when the worker is started again):
-        #: reported as soon as it is known, so that a run's job leads to its host and pid.
-        self._worker_id = worker_id
+        self._registered = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     def update(self, **changes: Any) -> None:
@@ -140,17 +133,19 @@ class Presence:
                     logger.warning("could not report this worker to the database: %s", exc)
                 failing = True
 
+    def registered(self, worker_id: int) -> None:
+        """Procrastinate gave the worker this id (at each start of its worker): reported at once, so that a
+        run's job leads to its host and pid."""
+        if worker_id != self.report.procrastinate_worker_id:
+            self.update(procrastinate_worker_id=worker_id)
+            self._registered.set()
+
     async def _until_due(self) -> None:
-        """Wait until the next report is due: :data:`EVERY` seconds, or as soon as Procrastinate's id of
-        the worker changes."""
-        loop = asyncio.get_running_loop()
-        due = loop.time() + EVERY
-        while loop.time() < due:
-            await asyncio.sleep(min(WORKER_ID_CHECK, max(0.0, due - loop.time())))
-            current = self._worker_id() if self._worker_id is not None else None
-            if current is not None and current != self.report.procrastinate_worker_id:
-                self.update(procrastinate_worker_id=current)
-                return
+        """Wait until the next report is due: :data:`EVERY` seconds, or the worker got a new id (no polling:
+        an idle worker wakes only when something is due)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._registered.wait(), EVERY)
+        self._registered.clear()
 
     async def stop(self) -> None:
         _self_reporting.discard(self.app)

@@ -89,6 +89,8 @@ class RunJobManager(manager.JobManager):
         self._beat_backoff = Backoff()
         #: Finishes (and retries) that waited out their patience: made at the next chance.
         self._unfinished: dict[int, Callable[[], Awaitable[None]]] = {}
+        #: Called with the id Procrastinate gives a worker of this process each time one registers.
+        self.on_register: list[Callable[[int], None]] = []
 
     # ------------------------------------------------------------------------------ stopping, waking
 
@@ -356,6 +358,12 @@ class RunJobManager(manager.JobManager):
                 raise
             logger.warning("looking for jobs to abort: %s; trying again later", describe(exc))
             return []
+
+    async def register_worker(self) -> int:
+        worker_id = await super().register_worker()
+        for hook in self.on_register:
+            hook(worker_id)
+        return worker_id
 
     async def unregister_worker(self, worker_id: int) -> None:
         self._in_flight.pop(worker_id, None)

@@ -153,12 +153,8 @@ async def run_worker(
             queues=tuple(queues) if queues else None, concurrency=concurrency,
             fires=scheduler.running, notifies=dispatcher.running,
         )  # fmt: skip
-        supervisor: Supervisor | None = None
-
-        def procrastinate_worker_id() -> int | None:
-            return supervisor.worker.worker_id if supervisor is not None and supervisor.worker is not None else None
-
-        here = presence.Presence(app, report, worker_id=procrastinate_worker_id)
+        here = presence.Presence(app, report)
+        manager.on_register.append(here.registered)
         await here.start()
         # Its jobs carry its name: the run middleware then leaves reporting to it.
         context = {**(worker_options.pop("additional_context", None) or {}), presence.CONTEXT_KEY: report.name}
