@@ -211,7 +211,7 @@ def test_import_from_another_database(pg_cron_server: str, jobs: dict[str, int])
     names = {i["name"] for i in result["imported"]}
     assert "monthly" in names and "taken" in names  # no schedule named taken in this database
     [taken] = rows(other, "SELECT imported_from, cron FROM cron.job c JOIN agentlab_sched.schedules s"
-                          " ON s.id = c.jobid WHERE c.jobname = 'taken'")  # fmt: skip
+                          " ON s.name = c.jobname WHERE c.jobname = 'taken'")  # fmt: skip
     assert taken == {"imported_from": f"pg_cron job {jobs['taken']} in database postgres", "cron": "0 5 * * *"}
     across = cli(other, "import", "pg-cron", "--from", pg_cron_server, "--enable", "--unschedule")
     assert across.exit_code == 2 and "--unschedule works only with pg_cron in this database" in across.stderr
