@@ -26,7 +26,7 @@ Language (``docs/cron.md`` is the user's reference):
 - refused, each with a message naming it: wrap-around ranges (``FRI-MON``), the day forms in the wrong
   field or inside a range or step, croniter's ``L5`` and ``W15`` spellings, random ``R`` values.
 
-The SQL validator ``agentlab_sched.cron_problem()`` (``sql/20_cron.sql``) accepts exactly this language
+The SQL validator ``agentlab_sched.cron_problem()`` (``sql/20_cron_fields.sql``, ``21_cron.sql``) accepts this language
 with the same error codes and parameters; a property test holds the two together.
 
 Time (DST), for calendar expressions:

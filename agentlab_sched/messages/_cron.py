@@ -1,7 +1,7 @@
 """Messages of the cron domain: code -> (en, zh-CN).
 
 Cron errors carry ``field`` (a term naming the cron field, e.g. ``cron.field.hour``) and ``value`` (the
-text as written); the SQL validator (``sql/20_cron.sql``) builds the very same codes and parameters.
+text as written); the SQL validator (``sql/20_cron_fields.sql, 21_cron.sql``) builds the very same codes and parameters.
 """
 
 MESSAGES: dict[str, tuple[str, str]] = {

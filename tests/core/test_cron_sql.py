@@ -1,4 +1,4 @@
-"""The SQL validator (sql/20_cron.sql) against the Python parser: same language, codes and words.
+"""The SQL validator (sql/20_cron_fields.sql, 21_cron.sql) against the Python parser: same language, codes and words.
 
 One database for the module (cloned from the migrated template), one connection reused by every test,
 including the property test.

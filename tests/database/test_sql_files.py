@@ -1,7 +1,6 @@
 """The files of database/sql/: applied in name order, one number each, each saying what it holds.
 
-A file holds one concern and stays readable (about 400 lines at most); the two that have not been split
-by concern yet are named here with their size, so that neither grows unnoticed.
+A file holds one concern and stays readable (about 400 lines at most).
 """
 
 from __future__ import annotations
@@ -12,8 +11,6 @@ from pathlib import Path
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "agentlab_sched" / "database" / "sql"
 MOST_LINES = 420
-#: Files not split by concern yet, and the size they may not outgrow.
-NOT_SPLIT_YET = {"20_cron.sql": 560, "30_schedules.sql": 900}
 
 
 def test_no_two_files_share_a_number() -> None:
@@ -32,5 +29,5 @@ def test_each_file_opens_with_what_it_holds() -> None:
 
 def test_each_file_stays_readable() -> None:
     sizes = {p.name: len(p.read_text(encoding="utf-8").splitlines()) for p in SQL_DIR.glob("*.sql")}
-    too_long = {name: n for name, n in sorted(sizes.items()) if n > NOT_SPLIT_YET.get(name, MOST_LINES)}
+    too_long = {name: n for name, n in sorted(sizes.items()) if n > MOST_LINES}
     assert too_long == {}

@@ -1,6 +1,7 @@
 """Cron expressions both parsers are held to (the Python one in core/cron.py and the SQL one in
-sql/20_cron.sql): the refused ones with their code and words in en and zh-CN, malformed intervals and
-anchors, and valid expressions; problem_of() is Python's verdict in the shape of SQL's cron_problem."""
+sql/20_cron_fields.sql and 21_cron.sql): the refused ones with their code and words in en and zh-CN,
+malformed intervals and anchors, and valid expressions; problem_of() is Python's verdict in the shape of
+SQL's cron_problem."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 -- Notifications (docs/notifications.md): the outbox, written with the run status change that causes it.
 -- (Plaintext webhook URLs and secrets written through SQL are refused by schedules_before_write in
--- 30_schedules.sql, with a message saying why.)
+-- 27_schedule_write.sql, with a message saying why.)
 
 -- The notification event a run status causes, or NULL: finished (succeeded); failed (failed, timed_out,
 -- and suspended: a suspended run will not continue by itself); awaiting_approval.

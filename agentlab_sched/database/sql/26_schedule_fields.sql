@@ -1,0 +1,197 @@
+-- Schedules, the checks every field goes through: a field's localised name, the text, choice, interval
+-- and integer checks with their messages, the options' defaults (from schedule_options) and the
+-- bookkeeping marks a transaction leaves for a schedule. Used by the write trigger (27_schedule_write.sql)
+-- and the admin API (30_schedules.sql). Re-applied by every migrate (CREATE OR REPLACE).
+
+-- The localised name of a field, as a message parameter (a term, see messages.term()).
+CREATE OR REPLACE FUNCTION agentlab_sched.field_term(field text) RETURNS jsonb
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT jsonb_build_object('msg', 'schedule.field.' || field)
+$$;
+
+-- Characters nobody means to put in a name: C0/C1 controls, zero-width and bidi controls, BOM.
+CREATE OR REPLACE FUNCTION agentlab_sched.invisible_char_pattern() RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT '[[:cntrl:]\u0080-\u009F\u200B-\u200F\u2028-\u202E\u2060-\u2064\uFEFF]'
+$$;
+
+-- A time in a time zone as YYYY-MM-DD HH:MM (seconds shown only when not zero), as messages.local_time().
+CREATE OR REPLACE FUNCTION agentlab_sched.local_time_text(at timestamptz, tz text) RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT to_char(at AT TIME ZONE tz,
+                   CASE WHEN date_trunc('minute', at) = at THEN 'YYYY-MM-DD HH24:MI' ELSE 'YYYY-MM-DD HH24:MI:SS' END)
+$$;
+
+-- A short piece of text (a name, a queue, a task): not missing (when required), not empty, at most
+-- max_length characters, no control or invisible characters, no leading or trailing spaces; with
+-- one_word, no spaces at all.
+CREATE OR REPLACE FUNCTION agentlab_sched.validate_text(field text, value text, max_length integer,
+                                                        required boolean DEFAULT true,
+                                                        one_word boolean DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    bad text;
+BEGIN
+    IF value IS NULL THEN
+        IF required THEN
+            PERFORM agentlab_sched.fail('schedule.required', field,
+                                        jsonb_build_object('field', agentlab_sched.field_term(field)));
+        END IF;
+        RETURN;
+    END IF;
+    IF value = '' THEN
+        PERFORM agentlab_sched.fail('schedule.empty', field,
+                                    jsonb_build_object('field', agentlab_sched.field_term(field)));
+    END IF;
+    IF char_length(value) > max_length THEN
+        PERFORM agentlab_sched.fail('schedule.too_long', field, jsonb_build_object(
+            'field', agentlab_sched.field_term(field), 'length', char_length(value), 'max', max_length));
+    END IF;
+    bad := substring(value FROM agentlab_sched.invisible_char_pattern());
+    IF bad IS NOT NULL THEN
+        PERFORM agentlab_sched.fail('schedule.control_char', field, jsonb_build_object(
+            'field', agentlab_sched.field_term(field),
+            'position', strpos(value, bad),
+            'char', 'U+' || lpad(upper(to_hex(ascii(bad))), 4, '0')));
+    END IF;
+    IF value ~ '^[\s\u00A0\u3000]|[\s\u00A0\u3000]$' THEN
+        PERFORM agentlab_sched.fail('schedule.outer_space', field, jsonb_build_object(
+            'field', agentlab_sched.field_term(field), 'value', value));
+    END IF;
+    IF one_word AND value ~ '[\s\u00A0\u3000]' THEN
+        PERFORM agentlab_sched.fail('schedule.inner_space', field, jsonb_build_object(
+            'field', agentlab_sched.field_term(field), 'value', value));
+    END IF;
+END
+$$;
+
+-- One of a fixed set of values; the message lists them.
+CREATE OR REPLACE FUNCTION agentlab_sched.validate_choice(field text, value text, allowed text[],
+                                                          required boolean DEFAULT true)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF value IS NULL THEN
+        IF required THEN
+            PERFORM agentlab_sched.fail('schedule.required', field,
+                                        jsonb_build_object('field', agentlab_sched.field_term(field)));
+        END IF;
+        RETURN;
+    END IF;
+    IF NOT value = ANY (allowed) THEN
+        PERFORM agentlab_sched.fail('schedule.unknown_value', field, jsonb_build_object(
+            'field', agentlab_sched.field_term(field),
+            'value', CASE WHEN char_length(value) > 60 THEN left(value, 60) || '…' ELSE value END,
+            'allowed', to_jsonb(allowed)));
+    END IF;
+END
+$$;
+
+-- An interval: 0 or more, or (strictly_positive) more than 0.
+CREATE OR REPLACE FUNCTION agentlab_sched.validate_interval(field text, value interval, required boolean,
+                                                            strictly_positive boolean DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF value IS NULL THEN
+        IF required THEN
+            PERFORM agentlab_sched.fail('schedule.required', field,
+                                        jsonb_build_object('field', agentlab_sched.field_term(field)));
+        END IF;
+        RETURN;
+    END IF;
+    IF value < interval '0' THEN
+        PERFORM agentlab_sched.fail('schedule.negative', field, jsonb_build_object(
+            'field', agentlab_sched.field_term(field), 'value', justify_interval(value)::text));
+    END IF;
+    IF strictly_positive AND value = interval '0' THEN
+        PERFORM agentlab_sched.fail('schedule.not_positive', field, jsonb_build_object(
+            'field', agentlab_sched.field_term(field), 'value', justify_interval(value)::text));
+    END IF;
+END
+$$;
+
+-- An integer within [min_value, max_value] (max_value NULL: no upper bound).
+CREATE OR REPLACE FUNCTION agentlab_sched.validate_int(field text, value integer, required boolean,
+                                                       min_value integer, max_value integer DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF value IS NULL THEN
+        IF required THEN
+            PERFORM agentlab_sched.fail('schedule.required', field,
+                                        jsonb_build_object('field', agentlab_sched.field_term(field)));
+        END IF;
+        RETURN;
+    END IF;
+    IF max_value IS NOT NULL AND (value < min_value OR value > max_value) THEN
+        PERFORM agentlab_sched.fail('schedule.out_of_range', field, jsonb_build_object(
+            'field', agentlab_sched.field_term(field), 'value', value, 'min', min_value, 'max', max_value));
+    END IF;
+    IF value < min_value THEN
+        PERFORM agentlab_sched.fail('schedule.too_small', field, jsonb_build_object(
+            'field', agentlab_sched.field_term(field), 'value', value, 'min', min_value));
+    END IF;
+END
+$$;
+
+-- One option by its row of schedule_options; `value` as text (to_jsonb(row) ->> name), NULL = not set.
+CREATE OR REPLACE FUNCTION agentlab_sched.validate_option(opt agentlab_sched.schedule_options, value text)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF opt.choices IS NOT NULL THEN
+        PERFORM agentlab_sched.validate_choice(opt.name, value, opt.choices, opt.required);
+    ELSIF opt.sql_type = 'text' THEN
+        PERFORM agentlab_sched.validate_text(opt.name, value, coalesce(opt.max_length, 1000000), opt.required,
+                                             opt.one_word);
+    ELSIF opt.sql_type = 'integer' THEN
+        PERFORM agentlab_sched.validate_int(opt.name, value::integer, opt.required, opt.min_value, opt.max_value);
+    ELSIF opt.sql_type = 'interval' THEN
+        PERFORM agentlab_sched.validate_interval(opt.name, value::interval, opt.required, opt.positive);
+    ELSIF value IS NULL AND opt.required THEN
+        PERFORM agentlab_sched.fail('schedule.required', opt.name,
+                                    jsonb_build_object('field', agentlab_sched.field_term(opt.name)));
+    END IF;
+END
+$$;
+
+-- The defaults of the options as a schedules row (the other columns NULL): what schedule() creates with.
+CREATE OR REPLACE FUNCTION agentlab_sched.option_defaults() RETURNS agentlab_sched.schedules
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT jsonb_populate_record(NULL::agentlab_sched.schedules,
+                                 coalesce(jsonb_object_agg(o.name, o.default_value), '{}'::jsonb))
+    FROM agentlab_sched.schedule_options o
+$$;
+
+-- Consume the bookkeeping mark of this transaction for schedule `sid` (bookkeeping_marks): true when
+-- there was one.
+CREATE OR REPLACE FUNCTION agentlab_sched.take_mark(sid bigint, mark text) RETURNS boolean
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH taken AS (
+        DELETE FROM agentlab_sched.bookkeeping_marks m
+        WHERE m.xact = pg_current_xact_id() AND m.schedule_id = sid AND m.kind = mark
+        RETURNING 1)
+    SELECT EXISTS (SELECT 1 FROM taken)
+$$;
