@@ -24,6 +24,7 @@ from typing import Any
 
 import procrastinate
 
+from agentlab_sched import limits
 from agentlab_sched.database import queries
 from agentlab_sched.database.connections import scheduler_connection
 from agentlab_sched.database.reconnect import describe
@@ -39,9 +40,9 @@ EVERY = 10.0
 #: Procrastinate's 30 s stall window plus this.
 CRON = "* * * * * */10"
 #: A worker that stopped heartbeating this long ago is gone (Procrastinate's stalled-worker window).
-STALLED_AFTER = timedelta(seconds=30)
+STALLED_AFTER = limits.STALL_WINDOW
 #: How long a task may take to stop after a timeout abort before its run says it ignores the abort.
-ABORT_GRACE = timedelta(seconds=10)
+ABORT_GRACE = limits.ABORT_GRACE
 #: Seconds between two automatic prunes by one worker, and the most runs one prune removes.
 PRUNE_EVERY = 600.0
 PRUNE_BATCH = 1000

@@ -48,6 +48,7 @@ from procrastinate import exceptions as pexc
 from procrastinate import job_context
 from procrastinate.testing import InMemoryConnector
 
+from agentlab_sched import limits
 from agentlab_sched.database import queries
 from agentlab_sched.database.reconnect import GiveUp, retrying
 from agentlab_sched.errors import SchedError, from_database
@@ -67,8 +68,8 @@ logger = logging.getLogger(__name__)
 __all__ = ["ABORT_GRACE", "RunMiddleware", "install", "with_run_middleware"]
 
 #: How long a task may take to stop after it was aborted for its timeout before the run says that it
-#: ignores the abort (seconds).
-ABORT_GRACE = 10.0
+#: ignores the abort (seconds; limits.ABORT_GRACE, which SQL reads too).
+ABORT_GRACE = limits.ABORT_GRACE.total_seconds()
 #: Results larger than this (JSON characters) are not kept with the run.
 MAX_RESULT = 1_000_000
 #: How long a stopping worker waits for a result, error or abort to be written down (seconds).
