@@ -172,6 +172,11 @@ class BatchWorker(procrastinate_worker.Worker):
         }[self.delete_jobs]
         try:
             await self._finisher.finish(job.id, status, delete, recorded)
+        except GiveUp:
+            # Told to stop while the database is unreachable: the job stays "doing" under a worker that
+            # is gone, which housekeeping finds as a stalled worker's (its run: suspended), as after a kill.
+            logger.warning("job %d: its end is not written (the database is unreachable as the worker stops)", job.id)
+            return
         except pexc.ConnectorException as exc:
             if not (runs and manager.settled_already(exc)):  # type: ignore[attr-defined]
                 raise

@@ -139,9 +139,10 @@ async def run_worker(
         if not await _until_stopped(_check_listen(listen), stop):
             return True
         scheduler = Scheduler(app, listen, settings)
-        if scheduler.start():
-            # The precise loop fires on time: the per-second periodic tick would only add a job a second.
-            _without_periodic(app, blueprint_tick)
+        scheduler.start()
+        # The precise loop fires on time, so the per-second periodic tick would only add a job a second;
+        # with firing off in these settings, the tick (which reads the environment's) must not fire either.
+        _without_periodic(app, blueprint_tick)
         # Housekeeping in this process: a round costs a statement, not a job.
         housekeeper = Housekeeper(app, settings)
         housekeeper.start()
