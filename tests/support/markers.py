@@ -121,8 +121,33 @@ def kinds(item: pytest.Item) -> set[str]:
     return found
 
 
+#: The longest tests, longest first (node ids relative to tests/, or their start): collected first, so that
+#: pytest-xdist, which hands out the first tests one to each process, starts them at once and the
+#: processes end together rather than one finishing a long test alone at the end.
+LONG_FIRST = (
+    "runs/test_run_model.py::",
+    "contract/test_repository.py::test_the_floor_run",
+    "worker/test_outages.py::test_every_connection",
+    "worker/test_worker_pool_open.py::",
+    "cli/test_cli_sweep.py::",
+    "cli/test_cli_database.py::test_dev_uses",
+    "worker/test_long_outage.py::",
+    "core/test_cron_sql.py::test_python_and_sql_agree",
+    "database/test_sync_migrate_locks.py::",
+)
+
+
+def _rank(item: pytest.Item) -> int:
+    try:
+        node = Path(str(item.path)).resolve().relative_to(TESTS).as_posix() + "::" + item.name
+    except ValueError:
+        return len(LONG_FIRST)
+    return next((i for i, start in enumerate(LONG_FIRST) if node.startswith(start)), len(LONG_FIRST))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every collected test by what it needs."""
+    """Mark every collected test by what it needs; put the longest first."""
     for item in items:
         for kind in sorted(kinds(item)):
             item.add_marker(kind)
+    items.sort(key=_rank)  # stable: the order within each rank is the collection's
