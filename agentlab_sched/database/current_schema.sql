@@ -459,3 +459,8 @@ CREATE TABLE agentlab_sched.bot_sends (
     sent_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE INDEX bot_sends_idx ON agentlab_sched.bot_sends (bot, sent_at);
+
+-- On Procrastinate's jobs table: taking a job looks up the waiting jobs of its lock (Procrastinate's own
+-- lock index holds doing jobs only).
+CREATE INDEX agentlab_sched_jobs_todo_lock_idx ON public.procrastinate_jobs (lock, priority, id)
+    WHERE status = 'todo' AND lock IS NOT NULL;

@@ -48,7 +48,10 @@ def fingerprint(url: str) -> dict[str, set[Any]]:
                 """SELECT table_name, column_name, data_type, column_default, is_nullable
                    FROM information_schema.columns WHERE table_schema = 'public'"""
             ),
-            "indexes": rows("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'"),
+            "indexes": rows(  # ours on Procrastinate's tables (agentlab_sched_*) are the migrations'
+                """SELECT indexname, indexdef FROM pg_indexes
+                   WHERE schemaname = 'public' AND indexname NOT LIKE 'agentlab\\_sched\\_%'"""
+            ),
             "constraints": rows(
                 """SELECT c.conname, pg_get_constraintdef(c.oid) FROM pg_constraint c
                    JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname = 'public'"""

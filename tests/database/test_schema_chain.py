@@ -47,7 +47,8 @@ CATALOG: dict[str, str] = {
         FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid JOIN pg_namespace n ON n.oid = c.relnamespace
         WHERE n.nspname = 'agentlab_sched'""",
     "index": """
-        SELECT i.indexname, i.indexdef FROM pg_indexes i WHERE i.schemaname = 'agentlab_sched'""",
+        SELECT i.indexname, i.indexdef FROM pg_indexes i
+        WHERE i.schemaname = 'agentlab_sched' OR (i.schemaname = 'public' AND i.indexname LIKE 'agentlab_sched%')""",
     "trigger": """
         SELECT c.relname || '.' || t.tgname, pg_get_triggerdef(t.oid)
         FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_proc p ON p.oid = t.tgfoid

@@ -31,14 +31,16 @@ BEGIN
     WITH candidate AS (
         SELECT jobs.id
         FROM public.procrastinate_jobs AS jobs
+        -- Procrastinate's one condition (doing, or waiting ahead) as two, so that each is an index lookup
+        -- (its lock index for doing jobs, ours for waiting ones) rather than a read of every job.
         WHERE NOT EXISTS (
                   SELECT 1 FROM public.procrastinate_jobs AS other_jobs
-                  WHERE jobs.lock IS NOT NULL
-                    AND other_jobs.lock = jobs.lock
-                    AND (other_jobs.status = 'doing'
-                         OR (other_jobs.status = 'todo'
-                             AND (other_jobs.priority > jobs.priority
-                                  OR (other_jobs.priority = jobs.priority AND other_jobs.id < jobs.id)))))
+                  WHERE jobs.lock IS NOT NULL AND other_jobs.lock = jobs.lock AND other_jobs.status = 'doing')
+          AND NOT EXISTS (
+                  SELECT 1 FROM public.procrastinate_jobs AS other_jobs
+                  WHERE jobs.lock IS NOT NULL AND other_jobs.lock = jobs.lock AND other_jobs.status = 'todo'
+                    AND (other_jobs.priority > jobs.priority
+                         OR (other_jobs.priority = jobs.priority AND other_jobs.id < jobs.id)))
           AND jobs.status = 'todo'
           AND (queues IS NULL OR jobs.queue_name = ANY (queues))
           AND (jobs.scheduled_at IS NULL OR jobs.scheduled_at <= now())
@@ -46,8 +48,10 @@ BEGIN
         LIMIT wanted
         FOR UPDATE OF jobs SKIP LOCKED
     ), marked AS (
+        -- By the ids as an array, a primary-key lookup each: a join with the candidates is planned (for
+        -- any `wanted`) as a hash join that reads every job.
         UPDATE public.procrastinate_jobs j SET status = 'doing', worker_id = fetch_jobs.worker
-        FROM candidate WHERE j.id = candidate.id
+        WHERE j.id = ANY (ARRAY(SELECT candidate.id FROM candidate))
         RETURNING j.id
     )
     SELECT array_agg(marked.id) INTO taken FROM marked;
@@ -91,15 +95,16 @@ BEGIN
     WITH u AS (
         SELECT * FROM unnest(ids, statuses, delete_jobs) AS x(id, status, del) ORDER BY x.id
     ), deleted AS (
+        -- `j.id = ANY (ids)` too: the jobs are looked up by primary key, not read all for a join.
         DELETE FROM public.procrastinate_jobs j USING u
-        WHERE j.id = u.id AND u.del AND j.status IN ('todo', 'doing')
+        WHERE j.id = ANY (ids) AND j.id = u.id AND u.del AND j.status IN ('todo', 'doing')
         RETURNING j.id
     ), updated AS (
         UPDATE public.procrastinate_jobs j
         SET status = u.status, abort_requested = false,
             attempts = CASE j.status WHEN 'doing' THEN j.attempts + 1 ELSE j.attempts END
         FROM u
-        WHERE j.id = u.id AND NOT u.del AND j.status IN ('todo', 'doing')
+        WHERE j.id = ANY (ids) AND j.id = u.id AND NOT u.del AND j.status IN ('todo', 'doing')
         RETURNING j.id
     )
     SELECT array_agg(x.id) INTO done FROM (SELECT deleted.id FROM deleted UNION ALL SELECT updated.id FROM updated) x;
