@@ -28,7 +28,7 @@ from typing import Any
 
 import psycopg
 
-from agentlab_sched import errors, messages
+from agentlab_sched import errors, limits, messages
 from agentlab_sched._plain import plain
 from agentlab_sched.core import durations
 from agentlab_sched.core.statuses import FINAL_RUNS, FIRE_STATUSES, RUN_STATUSES
@@ -311,14 +311,14 @@ async def reset_session(conn: psycopg.AsyncConnection[Any], schedule: str) -> st
 
 
 async def detect_suspended(
-    conn: psycopg.AsyncConnection[Any], *, now: datetime | None = None, stalled_after: timedelta = timedelta(seconds=30)
+    conn: psycopg.AsyncConnection[Any], *, now: datetime | None = None, stalled_after: timedelta = limits.STALL_WINDOW
 ) -> int:
     """Suspend the runs whose worker stopped heartbeating for ``stalled_after``; how many."""
     return int(await queries.value(conn, "detect_suspended", {"now": now, "after": stalled_after}))
 
 
 async def enforce_timeouts(
-    conn: psycopg.AsyncConnection[Any], *, now: datetime | None = None, abort_grace: timedelta = timedelta(seconds=10)
+    conn: psycopg.AsyncConnection[Any], *, now: datetime | None = None, abort_grace: timedelta = limits.ABORT_GRACE
 ) -> int:
     """Abort the runs past their deadline (and report those that ignore it); how many changed."""
     return int(await queries.value(conn, "enforce_timeouts", {"now": now, "grace": abort_grace}))
