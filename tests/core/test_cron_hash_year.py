@@ -20,7 +20,7 @@ from psycopg.rows import DictRow
 from agentlab_sched import database as db
 from agentlab_sched.core import cron, planner
 from agentlab_sched.errors import ValidationError
-from tests.support.rows import one
+from tests.support.rows import fetched
 
 T0 = datetime(2026, 3, 1, 0, 0, tzinfo=UTC)
 
@@ -192,7 +192,7 @@ def python_problem(expr: str) -> dict[str, Any] | None:
 
 @pytest.mark.parametrize("expr", REFUSED + ACCEPTED)
 def test_sql_agrees(sql: psycopg.Connection[DictRow], expr: str) -> None:
-    got = one(sql.execute("SELECT agentlab_sched.cron_problem(%s) AS p", (expr,)).fetchone())["p"]
+    got = fetched(sql.execute("SELECT agentlab_sched.cron_problem(%s) AS p", (expr,)).fetchone())["p"]
     assert got == python_problem(expr)
     assert (got is None) == (expr in ACCEPTED)
 

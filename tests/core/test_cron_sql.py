@@ -22,7 +22,7 @@ from agentlab_sched import database as db
 from agentlab_sched.core.cron import MACROS, check_timezone
 from agentlab_sched.errors import ValidationError, from_database
 from tests.support.cron_cases import BAD, BAD_ANCHORS, GOOD_ANCHORS, MALFORMED_INTERVALS, VALID, problem_of
-from tests.support.rows import one
+from tests.support.rows import fetched
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def sql(pg_server: str, template_db: str) -> Iterator[psycopg.Connection[DictRow
 
 
 def sql_problem(conn: psycopg.Connection[DictRow], expr: str | None) -> dict[str, Any] | None:
-    return one(conn.execute("SELECT agentlab_sched.cron_problem(%s) AS p", (expr,)).fetchone())["p"]
+    return fetched(conn.execute("SELECT agentlab_sched.cron_problem(%s) AS p", (expr,)).fetchone())["p"]
 
 
 def refusal(conn: psycopg.Connection[DictRow], query: str, arg: str | None, locale: str) -> psycopg.Error:
@@ -329,7 +329,7 @@ def python_zone_ok(name: str | None) -> bool:
 
 @pytest.mark.parametrize("name", ZONES)
 def test_sql_and_python_know_the_same_time_zones(sql: psycopg.Connection[DictRow], name: str) -> None:
-    problem = one(sql.execute("SELECT agentlab_sched.timezone_problem(%s) AS p", (name,)).fetchone())["p"]
+    problem = fetched(sql.execute("SELECT agentlab_sched.timezone_problem(%s) AS p", (name,)).fetchone())["p"]
     assert (problem is None) == python_zone_ok(name)
     if problem is not None:
         assert problem == {"code": "timezone.unknown", "field": "timezone", "params": {"value": name}}
@@ -370,8 +370,8 @@ def test_checking_a_time_zone_leaves_the_session_time_zone_alone(sql: psycopg.Co
         with sql.transaction():
             sql.execute("SET LOCAL TimeZone = 'Europe/Berlin'")
             sql.execute("SELECT agentlab_sched.check_timezone('America/New_York')")
-            assert one(sql.execute("SELECT current_setting('TimeZone') AS tz").fetchone())["tz"] == "Europe/Berlin"
-        assert one(sql.execute("SELECT current_setting('TimeZone') AS tz").fetchone())["tz"] == "Asia/Tokyo"
+            assert fetched(sql.execute("SELECT current_setting('TimeZone') AS tz").fetchone())["tz"] == "Europe/Berlin"
+        assert fetched(sql.execute("SELECT current_setting('TimeZone') AS tz").fetchone())["tz"] == "Asia/Tokyo"
     finally:
         sql.execute("RESET TimeZone")
 

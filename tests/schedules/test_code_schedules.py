@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import procrastinate
 import psycopg
 import pytest
 from procrastinate.testing import InMemoryConnector
+from psycopg.rows import DictRow
 
 import agentlab_sched
 from agentlab_sched import database as db
@@ -22,7 +22,7 @@ from agentlab_sched.worker.blueprint import register_app_tasks
 from tests.support.cli import ok, refused
 from tests.support.security_helpers import Roles
 
-Conn = psycopg.AsyncConnection[Any]
+Conn = psycopg.AsyncConnection[DictRow]
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 
 

@@ -15,7 +15,7 @@ AsyncConn = psycopg.AsyncConnection[DictRow]
 R = TypeVar("R")
 
 
-def one(row: R | None) -> R:
+def fetched(row: R | None) -> R:
     """The row a ``fetchone()`` returned, which the test expects to be there."""
     assert row is not None, "the query returned no row"
     return row
