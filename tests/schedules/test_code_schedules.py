@@ -12,7 +12,6 @@ import procrastinate
 import psycopg
 import pytest
 from procrastinate.testing import InMemoryConnector
-from psycopg.rows import DictRow
 
 import agentlab_sched
 from agentlab_sched import database as db
@@ -20,9 +19,9 @@ from agentlab_sched.errors import Conflict, ValidationError
 from agentlab_sched.schedules import admin, code
 from agentlab_sched.worker.blueprint import register_app_tasks
 from tests.support.cli import ok, refused
+from tests.support.rows import Conn
 from tests.support.security_helpers import Roles
 
-Conn = psycopg.AsyncConnection[DictRow]
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 
 

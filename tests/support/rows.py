@@ -8,9 +8,9 @@ from typing import TypeVar
 import psycopg
 from psycopg.rows import DictRow
 
-#: The fixtures' connections (tests/conftest.py): autocommit, dict rows.
+#: The fixtures' connections (tests/conftest.py): autocommit, dict rows; ``conn`` async, ``sync_conn`` not.
+Conn = psycopg.AsyncConnection[DictRow]
 SyncConn = psycopg.Connection[DictRow]
-AsyncConn = psycopg.AsyncConnection[DictRow]
 
 R = TypeVar("R")
 

@@ -16,11 +16,10 @@ from psycopg.rows import DictRow
 from agentlab_sched.firing.tick import fire_due
 from agentlab_sched.schedules import admin
 from agentlab_sched.settings import Settings
-from tests.support.rows import fetched
+from tests.support.rows import Conn, fetched
 from tests.support.runs import launch
 from tests.support.security_helpers import Roles
 
-Conn = psycopg.AsyncConnection[DictRow]
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 EVIL = "x'); DO $$ BEGIN RAISE 'pwned'; END $$; --"
 

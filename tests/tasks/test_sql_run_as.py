@@ -19,7 +19,6 @@ import psycopg
 import psycopg_pool
 import pytest
 from psycopg import conninfo, sql
-from psycopg.rows import DictRow
 
 from agentlab_sched import errors
 from agentlab_sched.demo import make_app
@@ -27,11 +26,10 @@ from agentlab_sched.schedules import admin
 from agentlab_sched.tasks import sql as sql_task
 from agentlab_sched.tasks.sql import SQL_TASK, SqlTaskError, run_as_conninfo, run_sql
 from tests.support.cli import ok
-from tests.support.rows import fetched
+from tests.support.rows import Conn, fetched
 from tests.support.runs import launch
 from tests.support.workers import run_in, wait_for, worker
 
-Conn = psycopg.AsyncConnection[DictRow]
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 PASSWORD = "run-as-test"
 _counter = itertools.count()

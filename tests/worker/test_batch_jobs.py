@@ -9,13 +9,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg.rows import DictRow
 
 from agentlab_sched.firing import tick
 from tests.support.firing_helpers import EN, NINE, make_schedule
-from tests.support.rows import fetched
-
-Conn = psycopg.AsyncConnection[DictRow]
+from tests.support.rows import Conn, fetched
 
 
 async def _defer(

@@ -17,9 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
-from psycopg.rows import DictRow
 
 from agentlab_sched import current_run, install, messages
 from agentlab_sched.demo import make_app
@@ -28,11 +26,10 @@ from agentlab_sched.settings import Settings
 from agentlab_sched.worker.middleware import RunMiddleware
 from agentlab_sched.worker.process import JOB_GRACE
 from tests.support.firing_helpers import job, make_schedule
-from tests.support.rows import fetched
+from tests.support.rows import Conn, fetched
 from tests.support.runs import approvals_of, launch, run_row, schedule_row
 from tests.support.workers import run_in, slow_the_first_time, wait_for, worker
 
-Conn = psycopg.AsyncConnection[DictRow]
 ROOT = Path(__file__).resolve().parents[2]
 
 

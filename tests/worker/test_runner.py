@@ -17,7 +17,6 @@ from typing import Any
 import procrastinate
 import psycopg
 from cryptography.fernet import Fernet
-from psycopg.rows import DictRow
 
 from agentlab_sched import current_run
 from agentlab_sched.database import queries
@@ -30,9 +29,9 @@ from agentlab_sched.worker import blueprint
 from agentlab_sched.worker.middleware import install
 from agentlab_sched.worker.process import connector_for, run_worker
 from tests.support.firing_helpers import EN, NINE, make_schedule
+from tests.support.rows import Conn
 from tests.support.workers import wait_for
 
-Conn = psycopg.AsyncConnection[DictRow]
 QUIET = Settings(locale="en", scheduler=False)
 
 
