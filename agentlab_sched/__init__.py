@@ -29,6 +29,8 @@ The package, by what it holds (``docs/python.md`` is the user's guide, ``CONTRIB
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from agentlab_sched.errors import Conflict, NotFound, SchedError, ValidationError
 from agentlab_sched.firing.hooks import LaunchRefused, LaunchRequest, resolver
 from agentlab_sched.runs.approvals import AwaitApproval
@@ -36,6 +38,12 @@ from agentlab_sched.runs.context import current_run
 from agentlab_sched.schedules.code import schedule
 from agentlab_sched.worker import blueprint as _blueprint_module
 from agentlab_sched.worker.middleware import install
+
+if TYPE_CHECKING:
+    import procrastinate
+
+    #: What the module's ``__getattr__`` hands out (a new one at every read), for type checkers.
+    blueprint: procrastinate.Blueprint
 
 
 def __getattr__(name: str) -> object:

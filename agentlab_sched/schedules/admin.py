@@ -31,10 +31,10 @@ import dataclasses
 import functools
 import inspect
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -205,7 +205,10 @@ def _shown(value: object) -> str:
     return f'"{value}"' if isinstance(value, str) else str(value)
 
 
-def checked(fn: Any) -> Any:
+_Fn = TypeVar("_Fn", bound=Callable[..., Awaitable[Any]])
+
+
+def checked(fn: _Fn) -> _Fn:
     """Refuse what Python would only discover later, or never: an argument the function does not have
     (:class:`~agentlab_sched.errors.UnknownArgument`, also a TypeError, listing the ones it has), a value
     of the wrong type (``misfire_grace="1h"``: a ValidationError naming the field), a time without a
@@ -239,7 +242,7 @@ def checked(fn: Any) -> Any:
                 raise errors.ValidationError("schedule.naive_time", key, field=_term(key), value=str(value))
         return await fn(*args, **kwargs)
 
-    return call
+    return call  # type: ignore[return-value]  # functools.wraps keeps fn's signature for callers
 
 
 def _check_cron_and_zone(cron_expr: str | None, timezone: str | None, inputs: Any = None) -> None:

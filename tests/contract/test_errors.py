@@ -10,6 +10,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg.rows import DictRow
 
 import agentlab_sched
 from agentlab_sched import errors, messages
@@ -39,7 +40,7 @@ def test_every_registered_code_has_a_message_and_a_sqlstate() -> None:
         assert issubclass(entry.kind, SchedError) and entry.kind is not ValidationError, code
 
 
-def test_the_database_raises_each_code_with_the_registry_sqlstate(sync_conn: psycopg.Connection) -> None:
+def test_the_database_raises_each_code_with_the_registry_sqlstate(sync_conn: psycopg.Connection[DictRow]) -> None:
     copied = sync_conn.execute("SELECT code, sqlstate FROM agentlab_sched.error_codes ORDER BY code").fetchall()
     assert [(r["code"], r["sqlstate"]) for r in copied] == sorted(errors.registry_rows())
     for code, entry in [*REGISTRY.items(), ("schedule.required", errors.DEFAULT)]:
@@ -62,7 +63,7 @@ def test_sql_never_spells_a_sqlstate_the_registry_gives() -> None:
     assert explicit == [], "let agentlab_sched.fail() take the SQLSTATE from errors.REGISTRY:\n" + "\n".join(explicit)
 
 
-async def test_translated_turns_the_database_refusal_into_its_class(conn: psycopg.AsyncConnection) -> None:
+async def test_translated_turns_the_database_refusal_into_its_class(conn: psycopg.AsyncConnection[DictRow]) -> None:
     with pytest.raises(NotFound) as not_found:
         async with conn.transaction(), errors.translated():
             await conn.execute("SELECT agentlab_sched.pause('nope')")
@@ -108,7 +109,7 @@ def test_the_docstring_draws_every_error_class_of_the_package() -> None:
         if not info.name.startswith(("agentlab_sched.demo", "agentlab_sched.cli")):
             importlib.import_module(info.name)
 
-    def subclasses(cls: type) -> set[type]:
+    def subclasses(cls: type[BaseException]) -> set[type[BaseException]]:
         return {cls} | {s for sub in cls.__subclasses__() for s in subclasses(sub)}
 
     ours = [c for c in subclasses(Exception) if c.__module__.startswith("agentlab_sched")]

@@ -53,7 +53,8 @@ def _top(module: str) -> str | None:
 def imports_of(path: Path) -> list[tuple[int, str]]:
     """(line, top-level package) of every import of agentlab_sched in ``path``."""
     found: list[tuple[int, str]] = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    # Imports are statements: the others are not looked at.
+    for node in (n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.stmt)):
         names: list[str] = []
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             if node.module == "agentlab_sched":

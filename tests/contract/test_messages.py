@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import psycopg
 import pytest
+from psycopg.rows import DictRow
 
 from agentlab_sched import messages
 
@@ -23,7 +22,7 @@ def test_no_python_repr_leaks_into_a_message() -> None:
 
 
 @pytest.mark.parametrize("seconds", [0, 1, 59, 60, 61, 90, 3600, 3661, 86400, 90061])
-def test_durations_read_the_same_in_python_and_sql(sync_conn: psycopg.Connection[Any], seconds: int) -> None:
+def test_durations_read_the_same_in_python_and_sql(sync_conn: psycopg.Connection[DictRow], seconds: int) -> None:
     for loc in messages.LOCALES:
         row = sync_conn.execute("SELECT agentlab_sched.duration_text(%s, %s) AS t", (seconds, loc)).fetchone()
         assert row is not None and row["t"] == messages.duration(seconds, loc)
@@ -31,7 +30,7 @@ def test_durations_read_the_same_in_python_and_sql(sync_conn: psycopg.Connection
     assert messages.duration(90, "zh-CN") == "1 分钟 30 秒"
 
 
-def test_sql_renders_terms_durations_and_nulls_like_python(sync_conn: psycopg.Connection[Any]) -> None:
+def test_sql_renders_terms_durations_and_nulls_like_python(sync_conn: psycopg.Connection[DictRow]) -> None:
     params = {"timeout": messages.seconds(600)}
     for loc in messages.LOCALES:
         row = sync_conn.execute(

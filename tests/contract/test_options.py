@@ -19,6 +19,7 @@ from typing import Any
 import psycopg
 import pytest
 import typer
+from psycopg.rows import DictRow
 from typer.testing import CliRunner
 
 from agentlab_sched import messages
@@ -43,7 +44,7 @@ SQL_NAMES = {
 # ------------------------------------------------------------------------------------------ checks
 
 
-def table_problems(conn: psycopg.Connection, options: tuple[Option, ...]) -> list[str]:
+def table_problems(conn: psycopg.Connection[DictRow], options: tuple[Option, ...]) -> list[str]:
     """The agentlab_sched.schedules columns: type, NOT NULL, default; a CHECK for each choice."""
     problems = []
     columns = {
@@ -86,7 +87,7 @@ def table_problems(conn: psycopg.Connection, options: tuple[Option, ...]) -> lis
     return problems
 
 
-def _function_arguments(conn: psycopg.Connection, name: str) -> list[dict[str, str]]:
+def _function_arguments(conn: psycopg.Connection[DictRow], name: str) -> list[dict[str, str]]:
     rows = conn.execute(
         """SELECT pg_get_function_arguments(p.oid) AS args FROM pg_proc p
            JOIN pg_namespace n ON n.oid = p.pronamespace
@@ -102,7 +103,7 @@ def _function_arguments(conn: psycopg.Connection, name: str) -> list[dict[str, s
     return args
 
 
-def sql_function_problems(conn: psycopg.Connection, options: tuple[Option, ...]) -> list[str]:
+def sql_function_problems(conn: psycopg.Connection[DictRow], options: tuple[Option, ...]) -> list[str]:
     """The arguments of schedule() and alter_schedule(): each option, of its type, DEFAULT NULL."""
     problems = []
     for function in ("schedule", "alter_schedule"):
@@ -235,7 +236,7 @@ def test_the_table_holds_together() -> None:
     assert admin.CLEARABLE == CLEARABLE
 
 
-def test_the_database_has_every_option(sync_conn: psycopg.Connection) -> None:
+def test_the_database_has_every_option(sync_conn: psycopg.Connection[DictRow]) -> None:
     assert table_problems(sync_conn, OPTIONS) == []
     assert sql_function_problems(sync_conn, OPTIONS) == []
     copied = sync_conn.execute(
@@ -254,7 +255,7 @@ def test_the_python_api_cli_planner_and_docs_have_every_option() -> None:
     assert docs_problems(OPTIONS) == []
 
 
-def test_a_new_option_missing_everywhere_is_reported_for_every_place(sync_conn: psycopg.Connection) -> None:
+def test_a_new_option_missing_everywhere_is_reported_for_every_place(sync_conn: psycopg.Connection[DictRow]) -> None:
     colour = Option("colour", "text", "blue", "The colour.", "red", choices=("blue", "red"), planning=True)
     problems = [
         *table_problems(sync_conn, (colour,)),
@@ -287,7 +288,7 @@ def test_a_new_option_missing_everywhere_is_reported_for_every_place(sync_conn: 
     assert all(p.startswith("option colour: ") for p in problems)
 
 
-def test_a_changed_default_or_choice_is_reported(sync_conn: psycopg.Connection) -> None:
+def test_a_changed_default_or_choice_is_reported(sync_conn: psycopg.Connection[DictRow]) -> None:
     overlap = dataclasses.replace(next(o for o in OPTIONS if o.name == "overlap"), default="allow_all")
     catchup = dataclasses.replace(next(o for o in OPTIONS if o.name == "catchup"), choices=("latest", "none"))
     problems = table_problems(sync_conn, (overlap, catchup))
@@ -308,7 +309,7 @@ def _cli_text(o: Option, value: object) -> list[str]:
     return [o.flag, str(value)]
 
 
-def _row(conn: psycopg.Connection, name: str) -> dict[str, Any]:
+def _row(conn: psycopg.Connection[DictRow], name: str) -> dict[str, Any]:
     row = conn.execute("SELECT * FROM agentlab_sched.schedules WHERE name = %s", (name,)).fetchone()
     assert row is not None
     return row
@@ -319,7 +320,7 @@ def _param(o: Option) -> str:
     return f"%({o.name})s::{o.sql_type}"
 
 
-def test_sql_schedule_and_alter_schedule_set_and_clear_every_option(sync_conn: psycopg.Connection) -> None:
+def test_sql_schedule_and_alter_schedule_set_and_clear_every_option(sync_conn: psycopg.Connection[DictRow]) -> None:
     sync_conn.execute("SELECT agentlab_sched.schedule('plain', '0 9 * * *', 'demo.echo')")
     row = _row(sync_conn, "plain")
     assert {o.name: row[o.name] for o in OPTIONS} == {o.name: o.default for o in OPTIONS}, "schedule() defaults"
@@ -355,7 +356,7 @@ def test_sql_schedule_and_alter_schedule_set_and_clear_every_option(sync_conn: p
             assert _row(sync_conn, name)[o.name] is None, f"alter_schedule(clear => ...) does not reset {o.name}"
 
 
-def test_every_choice_and_bound_is_validated_naming_the_field(sync_conn: psycopg.Connection) -> None:
+def test_every_choice_and_bound_is_validated_naming_the_field(sync_conn: psycopg.Connection[DictRow]) -> None:
     sync_conn.execute("SELECT agentlab_sched.schedule('v', '0 9 * * *', 'demo.echo')")
     bad: list[tuple[Option, object, str]] = []
     for o in OPTIONS:
@@ -382,16 +383,17 @@ def test_every_choice_and_bound_is_validated_naming_the_field(sync_conn: psycopg
         assert err.value.diag.column_name == o.name
 
 
-async def test_admin_sets_every_option(conn: psycopg.AsyncConnection) -> None:
+async def test_admin_sets_every_option(conn: psycopg.AsyncConnection[DictRow]) -> None:
     now = datetime(2026, 3, 1, tzinfo=UTC)
-    examples = {o.name: o.example for o in OPTIONS}
+    examples: dict[str, Any] = {o.name: o.example for o in OPTIONS}  # each option's own type
     created = await admin.create(conn, "c", "0 9 * * *", "demo.echo", now=now, **examples)
     assert {k: getattr(created, k) for k in examples} == examples, "admin.create()"
-    declared = await admin.schedule(conn, "s", "0 9 * * *", "demo.echo", now=now, **examples)  # type: ignore[arg-type]
+    declared = await admin.schedule(conn, "s", "0 9 * * *", "demo.echo", now=now, **examples)
     assert {k: getattr(declared, k) for k in examples} == examples, "admin.schedule()"
     await admin.schedule(conn, "a", "0 9 * * *", "demo.echo", now=now)
     for o in OPTIONS:
-        changed = await admin.alter(conn, "a", now=now, **{o.name: o.example})
+        change: dict[str, Any] = {o.name: o.example}
+        changed = await admin.alter(conn, "a", now=now, **change)
         assert getattr(changed, o.name) == o.example, f"admin.alter() does not set {o.name}"
     cleared = await admin.alter(conn, "a", clear=CLEARABLE, now=now)
     assert all(getattr(cleared, name) is None for name in CLEARABLE)

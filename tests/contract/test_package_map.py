@@ -30,7 +30,12 @@ def map_entries() -> list[tuple[str, str]]:
 def layers() -> list[list[str]]:
     tree = ast.parse(LAYERS_TEST.read_text(encoding="utf-8"))
     for node in tree.body:
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "LAYERS":
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and node.target.id == "LAYERS"
+            and node.value
+        ):
             value = ast.literal_eval(node.value)
             return [sorted(layer) for layer in value]
     raise AssertionError("LAYERS not found in test_layers.py")

@@ -12,6 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import psycopg
+from psycopg.rows import DictRow
 
 from agentlab_sched import limits
 
@@ -68,7 +69,7 @@ def python_disagreements() -> list[str]:
     return [f"{where}: {value}, limits.py says {expected}" for where, value, expected in places if value != expected]
 
 
-def test_the_database_has_the_policy_windows(sync_conn: psycopg.Connection) -> None:
+def test_the_database_has_the_policy_windows(sync_conn: psycopg.Connection[DictRow]) -> None:
     for name, seconds in limits.POLICY.items():
         row = sync_conn.execute("SELECT agentlab_sched.policy_interval(%s) AS window", (name,)).fetchone()
         assert row == {"window": timedelta(seconds=seconds)}, name
@@ -76,7 +77,7 @@ def test_the_database_has_the_policy_windows(sync_conn: psycopg.Connection) -> N
     assert (limits.ABORT_GRACE, limits.STALL_WINDOW) == (timedelta(seconds=10), timedelta(seconds=30))
 
 
-def test_sql_defaults_follow_the_definition(sync_conn: psycopg.Connection) -> None:
+def test_sql_defaults_follow_the_definition(sync_conn: psycopg.Connection[DictRow]) -> None:
     """The functions whose window may be given take the definition's when it is not."""
     rows = sync_conn.execute(
         """SELECT p.proname AS name, pg_get_function_arguments(p.oid) AS args FROM pg_proc p

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg.rows import DictRow
 
 from agentlab_sched.core import statuses
 
@@ -90,7 +91,7 @@ def python_disagreements(files: dict[str, str]) -> list[str]:
     return found
 
 
-def catalog_disagreements(conn: psycopg.Connection) -> list[str]:
+def catalog_disagreements(conn: psycopg.Connection[DictRow]) -> list[str]:
     """The literal lists the schema keeps (CHECK constraints, partial index predicates on runs) that are no
     set of the table."""
     found = []
@@ -144,7 +145,7 @@ def _python_files() -> dict[str, str]:
     }
 
 
-def test_the_database_copy_is_the_definition(sync_conn: psycopg.Connection) -> None:
+def test_the_database_copy_is_the_definition(sync_conn: psycopg.Connection[DictRow]) -> None:
     rows = sync_conn.execute(
         "SELECT kind, status, position, is_open, is_final, is_held FROM agentlab_sched.statuses ORDER BY position"
     ).fetchall()
@@ -152,7 +153,7 @@ def test_the_database_copy_is_the_definition(sync_conn: psycopg.Connection) -> N
 
 
 @pytest.mark.parametrize("status", statuses.RUN_STATUSES)
-def test_the_helpers_say_what_the_definition_says(sync_conn: psycopg.Connection, status: str) -> None:
+def test_the_helpers_say_what_the_definition_says(sync_conn: psycopg.Connection[DictRow], status: str) -> None:
     row = sync_conn.execute(
         """SELECT agentlab_sched.run_is_open(%(s)s) AS open, agentlab_sched.run_is_final(%(s)s) AS final,
                   agentlab_sched.run_is_active(%(s)s) AS active, agentlab_sched.run_is_held(%(s)s) AS held""",
@@ -175,7 +176,7 @@ def test_the_helpers_say_what_the_definition_says(sync_conn: psycopg.Connection,
     ],
 )
 def test_the_helpers_are_inlined_so_the_partial_indexes_serve_them(
-    sync_conn: psycopg.Connection, where: str, index: str
+    sync_conn: psycopg.Connection[DictRow], where: str, index: str
 ) -> None:
     with sync_conn.transaction():
         sync_conn.execute("SET LOCAL enable_seqscan = off")
@@ -185,12 +186,12 @@ def test_the_helpers_are_inlined_so_the_partial_indexes_serve_them(
     assert f"using {index} on runs" in plan, plan
 
 
-def test_every_status_list_agrees_with_the_definition(sync_conn: psycopg.Connection) -> None:
+def test_every_status_list_agrees_with_the_definition(sync_conn: psycopg.Connection[DictRow]) -> None:
     found = catalog_disagreements(sync_conn) + sql_disagreements(_sql_files()) + python_disagreements(_python_files())
     assert found == []
 
 
-def test_a_list_that_disagrees_is_named(sync_conn: psycopg.Connection) -> None:
+def test_a_list_that_disagrees_is_named(sync_conn: psycopg.Connection[DictRow]) -> None:
     sql = {
         "database/sql/99_planted.sql": "SELECT 1;\n"
         "  WHERE r.status IN ('succeeded', 'failed', 'cancelled', 'timed_out')\n"

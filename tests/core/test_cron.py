@@ -226,7 +226,8 @@ def test_next_after_and_inclusive() -> None:
     assert c.next_after(nine - timedelta(microseconds=1), "UTC") == nine
     assert c.next_after(nine + timedelta(microseconds=1), "UTC", inclusive=True) == utc("2026-05-02 09:00")
     assert c.next_after(nine.astimezone(ZoneInfo(SHANGHAI)), "UTC") == utc("2026-05-02 09:00")
-    assert c.next_after(nine, "UTC").tzinfo is UTC
+    after = c.next_after(nine, "UTC")
+    assert after is not None and after.tzinfo is UTC
 
 
 def test_latest_and_previous() -> None:
@@ -546,7 +547,7 @@ def test_dst_rule_by_brute_force(expr: str, tz: str, day: str, gap: cron.DstGap,
         after = [f for f in expected if f > t]
         if after and after[0] < expected[-1]:
             assert c.next_after(t, tz) == after[0], t
-            assert c.next_after(t, tz, inclusive=True) == ([f for f in expected if f >= t] or [None])[0], t
+            assert c.next_after(t, tz, inclusive=True) == next((f for f in expected if f >= t), None), t
         before = [f for f in expected if f <= t]
         if before and before[0] > expected[0]:
             assert c.latest_at_or_before(t, tz) == before[-1], t

@@ -15,10 +15,12 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import conninfo
+from psycopg.rows import DictRow
 
 from agentlab_sched import database as db
 from agentlab_sched.core import cron, planner
 from agentlab_sched.errors import ValidationError
+from tests.support.rows import fetched
 
 T0 = datetime(2026, 3, 1, 0, 0, tzinfo=UTC)
 
@@ -61,7 +63,7 @@ def test_h_range_and_step() -> None:
     expr = cron.parse("H(0-29)/10 * * * *", seed="job")
     first = int.from_bytes(hashlib.sha256(b"job\x00minute").digest()[:8], "big") % 10
     assert expr.canonical == f"0 {first},{first + 10},{first + 20} * * * *"
-    assert [t.minute for t in expr.upcoming(T0, "UTC", 3) for t in [t.at]] == [first, first + 10, first + 20]
+    assert [u.at.minute for u in expr.upcoming(T0, "UTC", 3)] == [first, first + 10, first + 20]
     assert cron.parse("H(5-5) * * * *", seed="x").canonical == "0 5 * * * *"
     assert cron.parse("H/30 * * * *", seed="job").canonical.split()[1] in {f"{m},{m + 30}" for m in range(30)}
 
@@ -128,7 +130,7 @@ def test_year_field_quartz_order() -> None:
 
 
 @pytest.fixture(scope="module")
-def sql(pg_server: str, template_db: str) -> Iterator[psycopg.Connection[Any]]:
+def sql(pg_server: str, template_db: str) -> Iterator[psycopg.Connection[DictRow]]:
     """An autocommit connection to a database of this module's own."""
     name = f"cron_hash_{os.getpid()}"
     with psycopg.connect(pg_server, autocommit=True) as admin:
@@ -189,13 +191,13 @@ def python_problem(expr: str) -> dict[str, Any] | None:
 
 
 @pytest.mark.parametrize("expr", REFUSED + ACCEPTED)
-def test_sql_agrees(sql: psycopg.Connection[Any], expr: str) -> None:
-    got = sql.execute("SELECT agentlab_sched.cron_problem(%s) AS p", (expr,)).fetchone()["p"]
+def test_sql_agrees(sql: psycopg.Connection[DictRow], expr: str) -> None:
+    got = fetched(sql.execute("SELECT agentlab_sched.cron_problem(%s) AS p", (expr,)).fetchone())["p"]
     assert got == python_problem(expr)
     assert (got is None) == (expr in ACCEPTED)
 
 
-def test_sql_message_of_a_malformed_h(sql: psycopg.Connection[Any]) -> None:
+def test_sql_message_of_a_malformed_h(sql: psycopg.Connection[DictRow]) -> None:
     with pytest.raises(psycopg.Error) as caught:
         sql.execute("SELECT agentlab_sched.check_cron(%s)", ("H(1-2 * * * *",))
     assert caught.value.diag.message_primary == "minute: H(1-2 is malformed (write H, H/n, H(a-b) or H(a-b)/n)"

@@ -16,15 +16,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg import conninfo
+from psycopg.rows import DictRow
 
 from agentlab_sched import database as db
 from agentlab_sched.core.cron import MACROS, check_timezone
 from agentlab_sched.errors import ValidationError, from_database
 from tests.support.cron_cases import BAD, BAD_ANCHORS, GOOD_ANCHORS, MALFORMED_INTERVALS, VALID, problem_of
+from tests.support.rows import fetched
 
 
 @pytest.fixture(scope="module")
-def sql(pg_server: str, template_db: str) -> Iterator[psycopg.Connection[Any]]:
+def sql(pg_server: str, template_db: str) -> Iterator[psycopg.Connection[DictRow]]:
     """An autocommit connection (locale en) to a database of this module's own."""
     name = f"cron_sql_{os.getpid()}"
     with psycopg.connect(pg_server, autocommit=True) as admin:
@@ -38,11 +40,11 @@ def sql(pg_server: str, template_db: str) -> Iterator[psycopg.Connection[Any]]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def sql_problem(conn: psycopg.Connection[Any], expr: str | None) -> dict[str, Any] | None:
-    return conn.execute("SELECT agentlab_sched.cron_problem(%s) AS p", (expr,)).fetchone()["p"]
+def sql_problem(conn: psycopg.Connection[DictRow], expr: str | None) -> dict[str, Any] | None:
+    return fetched(conn.execute("SELECT agentlab_sched.cron_problem(%s) AS p", (expr,)).fetchone())["p"]
 
 
-def refusal(conn: psycopg.Connection[Any], query: str, arg: str | None, locale: str) -> psycopg.Error:
+def refusal(conn: psycopg.Connection[DictRow], query: str, arg: str | None, locale: str) -> psycopg.Error:
     conn.execute("SELECT set_config('agentlab_sched.locale', %s, false)", (locale,))
     try:
         with pytest.raises(psycopg.Error) as caught:
@@ -59,7 +61,7 @@ def refusal(conn: psycopg.Connection[Any], query: str, arg: str | None, locale: 
 
 @pytest.mark.parametrize(("expr", "code", "en", "zh"), BAD, ids=[b[0] or "(empty)" for b in BAD])
 def test_sql_refuses_what_python_refuses_with_the_same_words(
-    sql: psycopg.Connection[Any], expr: str, code: str, en: str, zh: str
+    sql: psycopg.Connection[DictRow], expr: str, code: str, en: str, zh: str
 ) -> None:
     assert sql_problem(sql, expr) == problem_of(expr)
     assert sql_problem(sql, expr)["code"] == code  # type: ignore[index]
@@ -76,22 +78,22 @@ def test_sql_refuses_what_python_refuses_with_the_same_words(
     "expr",
     [*VALID, *MACROS, "@DAILY", " 0 9 * * MON-FRI ", "0\t9 * * mon-fri", "0 0 31 2 MON", "0 0 L-30 2 MON", "@every 1s"],
 )
-def test_sql_accepts_what_python_accepts(sql: psycopg.Connection[Any], expr: str) -> None:
+def test_sql_accepts_what_python_accepts(sql: psycopg.Connection[DictRow], expr: str) -> None:
     assert problem_of(expr) is None
     assert sql_problem(sql, expr) is None
     sql.execute("SELECT agentlab_sched.check_cron(%s)", (expr,))
 
 
 @pytest.mark.parametrize("expr", [*MALFORMED_INTERVALS, *BAD_ANCHORS, *GOOD_ANCHORS])
-def test_sql_and_python_agree_on_these_intervals(sql: psycopg.Connection[Any], expr: str) -> None:
+def test_sql_and_python_agree_on_these_intervals(sql: psycopg.Connection[DictRow], expr: str) -> None:
     assert sql_problem(sql, expr) == problem_of(expr)
 
 
-def test_null_is_an_empty_expression(sql: psycopg.Connection[Any]) -> None:
+def test_null_is_an_empty_expression(sql: psycopg.Connection[DictRow]) -> None:
     assert sql_problem(sql, None) == {"code": "cron.empty", "field": "cron", "params": {}}
 
 
-def test_names_are_read_in_ascii_whatever_the_locale(sql: psycopg.Connection[Any]) -> None:
+def test_names_are_read_in_ascii_whatever_the_locale(sql: psycopg.Connection[DictRow]) -> None:
     # upper() and lower() run under COLLATE "C" in SQL and on ASCII letters only in Python
     assert sql_problem(sql, "0 0 * * fri") is None
     assert sql_problem(sql, "@Daily") is None
@@ -288,18 +290,18 @@ MACRO_LIKE = st.sampled_from(
         "@everyı 5m",
     ]
 )
-ANY_TEXT = st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=30)
+ANY_TEXT = st.text(st.characters(blacklist_characters="\x00", blacklist_categories=["Cs"]), max_size=30)
 
 
 @settings(max_examples=500, deadline=None)
 @given(st.one_of(expressions(), expressions(), day_expressions(), day_expressions(), intervals(), MACRO_LIKE, ANY_TEXT))
-def test_python_and_sql_agree_on_every_expression(sql: psycopg.Connection[Any], expr: str) -> None:
+def test_python_and_sql_agree_on_every_expression(sql: psycopg.Connection[DictRow], expr: str) -> None:
     assert sql_problem(sql, expr) == problem_of(expr)
 
 
 @settings(max_examples=200, deadline=None)
 @given(intervals())
-def test_python_and_sql_agree_on_every_interval(sql: psycopg.Connection[Any], expr: str) -> None:
+def test_python_and_sql_agree_on_every_interval(sql: psycopg.Connection[DictRow], expr: str) -> None:
     assert sql_problem(sql, expr) == problem_of(expr)
 
 
@@ -326,14 +328,14 @@ def python_zone_ok(name: str | None) -> bool:
 
 
 @pytest.mark.parametrize("name", ZONES)
-def test_sql_and_python_know_the_same_time_zones(sql: psycopg.Connection[Any], name: str) -> None:
-    problem = sql.execute("SELECT agentlab_sched.timezone_problem(%s) AS p", (name,)).fetchone()["p"]
+def test_sql_and_python_know_the_same_time_zones(sql: psycopg.Connection[DictRow], name: str) -> None:
+    problem = fetched(sql.execute("SELECT agentlab_sched.timezone_problem(%s) AS p", (name,)).fetchone())["p"]
     assert (problem is None) == python_zone_ok(name)
     if problem is not None:
         assert problem == {"code": "timezone.unknown", "field": "timezone", "params": {"value": name}}
 
 
-def test_every_zone_postgresql_lists_is_accepted_by_both(sql: psycopg.Connection[Any]) -> None:
+def test_every_zone_postgresql_lists_is_accepted_by_both(sql: psycopg.Connection[DictRow]) -> None:
     rows = sql.execute(
         "SELECT name, agentlab_sched.timezone_problem(name) IS NULL AS ok FROM pg_timezone_names"
     ).fetchall()
@@ -344,7 +346,7 @@ def test_every_zone_postgresql_lists_is_accepted_by_both(sql: psycopg.Connection
     assert refused_by_python == []
 
 
-def test_refused_time_zone_words(sql: psycopg.Connection[Any]) -> None:
+def test_refused_time_zone_words(sql: psycopg.Connection[DictRow]) -> None:
     en = "timezone: PST is not a known time zone (use an IANA name such as Asia/Shanghai or America/New_York)"
     zh = "时区 PST 不是可用的时区(请使用 IANA 名称,例如 Asia/Shanghai、America/New_York)"
     for locale, words in (("en", en), ("zh-CN", zh)):
@@ -356,19 +358,20 @@ def test_refused_time_zone_words(sql: psycopg.Connection[Any]) -> None:
     sql.execute("SELECT agentlab_sched.check_timezone('Asia/Shanghai')")
 
 
-def test_checking_a_time_zone_leaves_the_session_time_zone_alone(sql: psycopg.Connection[Any]) -> None:
+def test_checking_a_time_zone_leaves_the_session_time_zone_alone(sql: psycopg.Connection[DictRow]) -> None:
     sql.execute("SET TimeZone = 'Asia/Tokyo'")
     try:
         row = sql.execute(
             "SELECT agentlab_sched.timezone_problem('America/New_York') AS a,"
             " agentlab_sched.timezone_problem('Nowhere/Else') AS b, current_setting('TimeZone') AS tz"
         ).fetchone()
+        assert row is not None
         assert (row["a"], row["b"]["code"], row["tz"]) == (None, "timezone.unknown", "Asia/Tokyo")
         with sql.transaction():
             sql.execute("SET LOCAL TimeZone = 'Europe/Berlin'")
             sql.execute("SELECT agentlab_sched.check_timezone('America/New_York')")
-            assert sql.execute("SELECT current_setting('TimeZone') AS tz").fetchone()["tz"] == "Europe/Berlin"
-        assert sql.execute("SELECT current_setting('TimeZone') AS tz").fetchone()["tz"] == "Asia/Tokyo"
+            assert fetched(sql.execute("SELECT current_setting('TimeZone') AS tz").fetchone())["tz"] == "Europe/Berlin"
+        assert fetched(sql.execute("SELECT current_setting('TimeZone') AS tz").fetchone())["tz"] == "Asia/Tokyo"
     finally:
         sql.execute("RESET TimeZone")
 
@@ -378,7 +381,7 @@ def test_checking_a_time_zone_leaves_the_session_time_zone_alone(sql: psycopg.Co
 # --------------------------------------------------------------------------------------------------
 
 
-def test_validation_cost_per_schedule_write(sql: psycopg.Connection[Any]) -> None:
+def test_validation_cost_per_schedule_write(sql: psycopg.Connection[DictRow]) -> None:
     # distinct arguments per row, so nothing is folded into a constant
     n = 2000
     t0 = time.perf_counter()
@@ -399,7 +402,7 @@ def test_validation_cost_per_schedule_write(sql: psycopg.Connection[Any]) -> Non
     assert cron_cost < 0.002, f"cron_problem: {cron_cost * 1e6:.0f} µs"
 
 
-def test_volatility(sql: psycopg.Connection[Any]) -> None:
+def test_volatility(sql: psycopg.Connection[DictRow]) -> None:
     rows = sql.execute(
         "SELECT proname, provolatile FROM pg_proc WHERE pronamespace = 'agentlab_sched'::regnamespace"
         " AND proname IN ('cron_problem', 'check_cron', 'timezone_problem', 'check_timezone',"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import psycopg
 import pytest
+from psycopg.rows import DictRow
 
 from agentlab_sched.firing.tick import fire_due
 from agentlab_sched.schedules import admin
@@ -21,12 +21,12 @@ RIGA = "Europe/Riga"
 FIRST, SECOND = datetime(2026, 11, 1, 5, 30, tzinfo=UTC), datetime(2026, 11, 1, 6, 30, tzinfo=UTC)
 
 
-async def _tick(conn: psycopg.AsyncConnection[Any], at: datetime) -> None:
+async def _tick(conn: psycopg.AsyncConnection[DictRow], at: datetime) -> None:
     await fire_due(conn, at + timedelta(seconds=5), settings=EN)
 
 
 async def test_dst_repeat_both_fires_a_fixed_time_in_both_copies_of_the_hour(
-    conn: psycopg.AsyncConnection[Any],
+    conn: psycopg.AsyncConnection[DictRow],
 ) -> None:
     both = await make_schedule(
         conn, "both", cron="30 1 * * *", timezone=NY, next_run_at=FIRST, dst_repeat="both", overlap="allow_all"
@@ -40,7 +40,7 @@ async def test_dst_repeat_both_fires_a_fixed_time_in_both_copies_of_the_hour(
     assert [(f["fire_at"], f["status"]) for f in await fires(conn, once)] == [(FIRST, "started")]
 
 
-async def test_dst_repeat_last_waits_for_the_second_copy(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_dst_repeat_last_waits_for_the_second_copy(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await make_schedule(
         conn, "last", cron="30 1 * * *", timezone=NY, next_run_at=None, replan="now", dst_repeat="last"
     )
@@ -49,7 +49,7 @@ async def test_dst_repeat_last_waits_for_the_second_copy(conn: psycopg.AsyncConn
 
 
 async def test_dst_gap_skip_does_not_fire_on_the_day_the_time_does_not_exist(
-    conn: psycopg.AsyncConnection[Any],
+    conn: psycopg.AsyncConnection[DictRow],
 ) -> None:
     skip = await make_schedule(conn, "skip", cron="30 2 * * *", timezone=NY, next_run_at=None, replan="now")
     shift = await make_schedule(conn, "shift", cron="30 2 * * *", timezone=NY, next_run_at=None, replan="now")
@@ -59,7 +59,9 @@ async def test_dst_gap_skip_does_not_fire_on_the_day_the_time_does_not_exist(
     assert await next_of(conn, skip) == datetime(2026, 3, 9, 6, 30, tzinfo=UTC)  # the next day's 02:30 EDT
 
 
-async def test_every_minute_in_fixed_hours_keeps_firing_in_the_second_copy(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_every_minute_in_fixed_hours_keeps_firing_in_the_second_copy(
+    conn: psycopg.AsyncConnection[DictRow],
+) -> None:
     # Riga, 2026-10-25: 04:00 EEST -> 03:00 EET. After 03:59 EEST (00:59 UTC) comes 03:00 EET (01:00 UTC).
     last_first_copy = datetime(2026, 10, 25, 0, 59, tzinfo=UTC)
     sid = await make_schedule(conn, "riga", cron="* 1-6 * * *", timezone=RIGA, next_run_at=last_first_copy)
@@ -69,7 +71,7 @@ async def test_every_minute_in_fixed_hours_keeps_firing_in_the_second_copy(conn:
     assert [f["fire_at"].astimezone(UTC).strftime("%H:%M") for f in await fires(conn, sid)] == ["00:59", "01:00"]
 
 
-async def test_changing_a_policy_replans_the_pending_fire(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_changing_a_policy_replans_the_pending_fire(conn: psycopg.AsyncConnection[DictRow]) -> None:
     now = datetime(2026, 10, 31, 12, tzinfo=UTC)
     s = await admin.schedule(conn, "p", "30 1 * * *", "demo.echo", timezone=NY, now=now)
     assert (s.next_run_at, s.dst_gap, s.dst_repeat) == (FIRST, "shift", "first")
@@ -88,7 +90,9 @@ async def test_changing_a_policy_replans_the_pending_fire(conn: psycopg.AsyncCon
         ("zh-CN", "「夏令时重复的时段」的取值「twice」无效;可选:first、last、both"),
     ],
 )
-def test_a_bad_policy_is_refused_naming_the_field(sync_conn: psycopg.Connection, locale: str, words: str) -> None:
+def test_a_bad_policy_is_refused_naming_the_field(
+    sync_conn: psycopg.Connection[DictRow], locale: str, words: str
+) -> None:
     sync_conn.execute("SELECT set_config('agentlab_sched.locale', %s, false)", (locale,))
     with pytest.raises(psycopg.errors.InvalidParameterValue) as caught:
         sync_conn.execute("SELECT agentlab_sched.schedule('x', '30 1 * * *', 'demo.echo', dst_repeat => 'twice')")
@@ -127,7 +131,7 @@ def test_schedules_next_shows_the_policy_and_what_each_fire_does(db_url: str) ->
     )
 
 
-async def test_schedules_next_notes_at_the_transitions(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_schedules_next_notes_at_the_transitions(conn: psycopg.AsyncConnection[DictRow]) -> None:
     from agentlab_sched.cli.schedules import _dst_note
     from agentlab_sched.core import planner
 

@@ -4,12 +4,12 @@ that Python and SQL write alike."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from psycopg.rows import DictRow
 
 from agentlab_sched import messages
 from agentlab_sched.cli import common
@@ -67,7 +67,7 @@ def test_one_table_of_units() -> None:
     whole_minute=st.booleans(),
 )
 def test_local_time_text_is_the_same_in_python_and_sql(
-    sync_conn: psycopg.Connection[Any], at: datetime, tz: str, fraction: int, whole_minute: bool
+    sync_conn: psycopg.Connection[DictRow], at: datetime, tz: str, fraction: int, whole_minute: bool
 ) -> None:
     if whole_minute:
         at = at.replace(second=0, microsecond=fraction)

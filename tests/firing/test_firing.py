@@ -5,24 +5,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg.rows import DictRow
 
 from agentlab_sched import database as db
 from agentlab_sched.firing import hooks
 from agentlab_sched.firing.requests import trigger
 from agentlab_sched.firing.tick import fire_due
 from tests.support.firing_helpers import EN, NINE, ZH, fires, job, make_schedule, next_of, runs_of, set_job_status
+from tests.support.rows import fetched
 
 # --------------------------------------------------------------------------------------------------
 # On time, once
 # --------------------------------------------------------------------------------------------------
 
 
-async def test_due_schedule_launches_once_and_moves_on(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_due_schedule_launches_once_and_moves_on(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await make_schedule(conn)
     report = await fire_due(conn, NINE + timedelta(seconds=10), settings=EN)
     [fire] = await fires(conn, sid)
@@ -55,11 +57,11 @@ async def test_due_schedule_launches_once_and_moves_on(conn: psycopg.AsyncConnec
     assert again.claimed == 0 and len(await fires(conn, sid)) == 1 and len(await runs_of(conn, sid)) == 1
 
 
-async def _connections(db_url: str, n: int) -> list[psycopg.AsyncConnection[Any]]:
+async def _connections(db_url: str, n: int) -> list[psycopg.AsyncConnection[DictRow]]:
     return [await db.connect(db_url, locale="en") for _ in range(n)]
 
 
-async def test_three_concurrent_ticks_fire_once(db_url: str, conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_three_concurrent_ticks_fire_once(db_url: str, conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await make_schedule(conn)
     others = await _connections(db_url, 3)
     try:
@@ -73,7 +75,7 @@ async def test_three_concurrent_ticks_fire_once(db_url: str, conn: psycopg.Async
 
 
 async def test_concurrent_ticks_with_clocks_two_minutes_apart_fire_once(
-    db_url: str, conn: psycopg.AsyncConnection[Any]
+    db_url: str, conn: psycopg.AsyncConnection[DictRow]
 ) -> None:
     """One tick on time, one two minutes late (it would call it a misfire, another kind): one fire only."""
     sid = await make_schedule(conn)
@@ -91,16 +93,16 @@ async def test_concurrent_ticks_with_clocks_two_minutes_apart_fire_once(
     assert fire["run_id"] == run["id"] and fire["status"] == "started"
 
 
-async def test_a_fire_already_in_the_ledger_is_not_launched_again(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_a_fire_already_in_the_ledger_is_not_launched_again(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await make_schedule(conn)
     launch = "SELECT agentlab_sched.launch(s, %s, 'scheduled') AS r FROM agentlab_sched.schedules s WHERE id = %s"
-    first = await (await conn.execute(launch, (NINE, sid))).fetchone()
-    second = await (await conn.execute(launch, (NINE, sid))).fetchone()
+    first = fetched(await (await conn.execute(launch, (NINE, sid))).fetchone())
+    second = fetched(await (await conn.execute(launch, (NINE, sid))).fetchone())
     assert first["r"]["status"] == "started" and second["r"] == {"status": "duplicate"}
     assert len(await fires(conn, sid)) == 1 and len(await runs_of(conn, sid)) == 1
 
 
-async def test_disabled_schedule_never_fires(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_disabled_schedule_never_fires(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await make_schedule(conn, enabled=False)
     await fire_due(conn, NINE + timedelta(seconds=5), settings=EN)
     assert await fires(conn, sid) == [] and await runs_of(conn, sid) == []
@@ -112,7 +114,7 @@ async def test_disabled_schedule_never_fires(conn: psycopg.AsyncConnection[Any])
 
 
 async def test_missed_within_grace_is_caught_up_once_with_inputs_of_its_own_day(
-    conn: psycopg.AsyncConnection[Any],
+    conn: psycopg.AsyncConnection[DictRow],
 ) -> None:
     """Down until 00:30 Shanghai on 10-06: the 09:00 fire of 10-05 is caught up; yesterday is still 10-04."""
     sid = await make_schedule(conn, grace=timedelta(days=1))
@@ -124,7 +126,7 @@ async def test_missed_within_grace_is_caught_up_once_with_inputs_of_its_own_day(
 
 
 async def test_backlog_is_one_skip_row_and_only_the_latest_is_caught_up(
-    conn: psycopg.AsyncConnection[Any],
+    conn: psycopg.AsyncConnection[DictRow],
 ) -> None:
     """Hourly, down 3h20m, grace 1h: 09:00-11:00 are one skip row, 12:00 is caught up."""
     sid = await make_schedule(conn, cron="0 * * * *", grace=timedelta(hours=1))
@@ -150,7 +152,7 @@ async def test_backlog_is_one_skip_row_and_only_the_latest_is_caught_up(
     assert await next_of(conn, sid) == NINE + timedelta(hours=4)
 
 
-async def test_missed_beyond_grace_is_skipped_without_launching(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_missed_beyond_grace_is_skipped_without_launching(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await make_schedule(conn, grace=timedelta(minutes=10))
     await fire_due(conn, NINE + timedelta(hours=2), settings=ZH)
     [fire] = await fires(conn, sid)
@@ -176,7 +178,7 @@ async def test_missed_beyond_grace_is_skipped_without_launching(conn: psycopg.As
     assert await next_of(conn, sid) == NINE + timedelta(days=1)
 
 
-async def test_beyond_grace_in_english_names_the_grace(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_beyond_grace_in_english_names_the_grace(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await make_schedule(conn, grace=timedelta(minutes=10))
     await fire_due(conn, NINE + timedelta(hours=2), settings=EN)
     [fire] = await fires(conn, sid)
@@ -185,7 +187,7 @@ async def test_beyond_grace_in_english_names_the_grace(conn: psycopg.AsyncConnec
     )
 
 
-async def test_days_of_downtime_leave_one_skip_row(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_days_of_downtime_leave_one_skip_row(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await make_schedule(conn, grace=timedelta(minutes=10), next_run_at=NINE - timedelta(days=4))
     await fire_due(conn, NINE + timedelta(hours=2), settings=EN)
     [fire] = await fires(conn, sid)
@@ -199,7 +201,7 @@ async def test_days_of_downtime_leave_one_skip_row(conn: psycopg.AsyncConnection
 
 
 async def test_grace_zero_and_a_14_second_late_tick_is_still_on_time(
-    conn: psycopg.AsyncConnection[Any],
+    conn: psycopg.AsyncConnection[DictRow],
 ) -> None:
     sid = await make_schedule(conn, grace=timedelta(0))
     await fire_due(conn, NINE + timedelta(seconds=14), settings=EN)
@@ -208,7 +210,7 @@ async def test_grace_zero_and_a_14_second_late_tick_is_still_on_time(
 
 
 async def test_per_second_schedule_down_30_days_costs_one_row_and_bounded_work(
-    conn: psycopg.AsyncConnection[Any],
+    conn: psycopg.AsyncConnection[DictRow],
 ) -> None:
     sid = await make_schedule(conn, cron="* * * * * *", timezone="UTC", next_run_at=NINE, grace=timedelta(minutes=1))
     now = NINE + timedelta(days=30)
@@ -222,7 +224,7 @@ async def test_per_second_schedule_down_30_days_costs_one_row_and_bounded_work(
     assert elapsed < 2.0  # walking 2.6 million due times would take minutes
 
 
-async def test_catchup_none_launches_nothing_late(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_catchup_none_launches_nothing_late(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await make_schedule(conn, cron="0 * * * *", catchup="none")
     await fire_due(conn, NINE + timedelta(hours=3, minutes=20), settings=EN)
     [fire] = await fires(conn, sid)
@@ -236,7 +238,7 @@ async def test_catchup_none_launches_nothing_late(conn: psycopg.AsyncConnection[
 
 
 async def test_catchup_all_launches_each_missed_time_within_grace_up_to_max(
-    conn: psycopg.AsyncConnection[Any],
+    conn: psycopg.AsyncConnection[DictRow],
 ) -> None:
     sid = await make_schedule(
         conn, cron="*/10 * * * *", catchup="all", max_catchup=3, overlap="allow_all", grace=timedelta(hours=1)
@@ -258,7 +260,7 @@ async def test_catchup_all_launches_each_missed_time_within_grace_up_to_max(
 # --------------------------------------------------------------------------------------------------
 
 
-async def test_ends_at_and_remaining_runs_stop_the_schedule(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_ends_at_and_remaining_runs_stop_the_schedule(conn: psycopg.AsyncConnection[DictRow]) -> None:
     ended = await make_schedule(conn, "ended", ends_at=NINE + timedelta(hours=12))
     limited = await make_schedule(conn, "limited", remaining_runs=1)
     await fire_due(conn, NINE + timedelta(seconds=5), settings=EN)
@@ -271,17 +273,17 @@ async def test_ends_at_and_remaining_runs_stop_the_schedule(conn: psycopg.AsyncC
     cur = await conn.execute(
         "SELECT count(*) AS n FROM agentlab_sched.schedule_changes WHERE schedule_id = %s", (limited,)
     )
-    assert (await cur.fetchone())["n"] == 1  # the insert only
+    assert fetched(await cur.fetchone())["n"] == 1  # the insert only
 
 
-async def test_starts_at_defers_the_first_fire(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_starts_at_defers_the_first_fire(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await make_schedule(conn, next_run_at=None, replan="now", starts_at=NINE + timedelta(days=2, hours=1))
     await fire_due(conn, NINE - timedelta(hours=1), settings=EN)
     assert await next_of(conn, sid) == NINE + timedelta(days=3)
     assert await fires(conn, sid) == []
 
 
-async def test_resume_never_replays_the_paused_time(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_resume_never_replays_the_paused_time(conn: psycopg.AsyncConnection[DictRow]) -> None:
     """Paused over three due times, resumed (replan 'now'): the next fire is after now, nothing replayed."""
     sid = await make_schedule(conn, next_run_at=NINE - timedelta(days=3), replan="now")
     await fire_due(conn, NINE + timedelta(hours=2), settings=EN)
@@ -290,7 +292,7 @@ async def test_resume_never_replays_the_paused_time(conn: psycopg.AsyncConnectio
 
 
 async def test_a_cron_change_still_fires_the_pending_instant_it_covers(
-    conn: psycopg.AsyncConnection[Any],
+    conn: psycopg.AsyncConnection[DictRow],
 ) -> None:
     sid = await make_schedule(conn, cron="0 9,21 * * *", replan="pending")
     await fire_due(conn, NINE + timedelta(seconds=5), settings=EN)
@@ -304,13 +306,13 @@ async def test_a_cron_change_still_fires_the_pending_instant_it_covers(
 # --------------------------------------------------------------------------------------------------
 
 
-async def _blocking_run(conn: psycopg.AsyncConnection[Any], sid: int, status: str) -> str:
+async def _blocking_run(conn: psycopg.AsyncConnection[DictRow], sid: int, status: str) -> str:
     cur = await conn.execute(
         """INSERT INTO agentlab_sched.runs (schedule_id, task, status, started_by)
            VALUES (%s, 'demo.echo', %s, 'schedule:store-report') RETURNING id::text AS id""",
         (sid, status),
     )
-    return (await cur.fetchone())["id"]
+    return fetched(await cur.fetchone())["id"]
 
 
 @pytest.mark.parametrize(
@@ -344,7 +346,7 @@ async def _blocking_run(conn: psycopg.AsyncConnection[Any], sid: int, status: st
     ],
 )
 async def test_skip_names_the_blocking_run_and_why(
-    conn: psycopg.AsyncConnection[Any], status: str, code: str, en: str, zh: str
+    conn: psycopg.AsyncConnection[DictRow], status: str, code: str, en: str, zh: str
 ) -> None:
     sid = await make_schedule(conn)
     busy = await _blocking_run(conn, sid, status)
@@ -356,10 +358,10 @@ async def test_skip_names_the_blocking_run_and_why(
     assert await next_of(conn, sid) == NINE + timedelta(days=1)
     await conn.execute("SET agentlab_sched.locale = 'zh-CN'")
     cur = await conn.execute("SELECT agentlab_sched.msg(reason_code, reason_params) AS t FROM agentlab_sched.fires")
-    assert (await cur.fetchone())["t"] == f"上一次运行 #{busy[:6]} {zh}"
+    assert fetched(await cur.fetchone())["t"] == f"上一次运行 #{busy[:6]} {zh}"
 
 
-async def test_buffer_one_keeps_one_waiting_run(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_buffer_one_keeps_one_waiting_run(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await make_schedule(conn, cron="* * * * *", timezone="UTC", overlap="buffer_one")
     for minute in range(3):
         await fire_due(conn, NINE + timedelta(minutes=minute, seconds=1), settings=EN)
@@ -380,7 +382,7 @@ async def test_buffer_one_keeps_one_waiting_run(conn: psycopg.AsyncConnection[An
     assert [f["status"] for f in await fires(conn, sid)][-1] == "started"
 
 
-async def test_buffer_all_and_allow_all_queue_every_fire(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_buffer_all_and_allow_all_queue_every_fire(conn: psycopg.AsyncConnection[DictRow]) -> None:
     buffered = await make_schedule(conn, "buffered", cron="* * * * *", timezone="UTC", overlap="buffer_all")
     free = await make_schedule(conn, "free", cron="* * * * *", timezone="UTC", overlap="allow_all")
     for minute in range(3):
@@ -391,7 +393,7 @@ async def test_buffer_all_and_allow_all_queue_every_fire(conn: psycopg.AsyncConn
         assert [(j["lock"], j["queueing_lock"]) for j in jobs] == [(lock, None)] * 3
 
 
-async def test_cancel_other_aborts_the_running_one_then_starts(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_cancel_other_aborts_the_running_one_then_starts(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await make_schedule(conn, cron="* * * * *", timezone="UTC", overlap="cancel_other")
     await fire_due(conn, NINE + timedelta(seconds=1), settings=EN)
     [first] = await runs_of(conn, sid)
@@ -413,7 +415,7 @@ async def test_cancel_other_aborts_the_running_one_then_starts(conn: psycopg.Asy
 # --------------------------------------------------------------------------------------------------
 
 
-async def test_a_task_no_worker_registered_is_refused_by_name(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_a_task_no_worker_registered_is_refused_by_name(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await make_schedule(conn, task="reports.weekly", register=False)
     await fire_due(conn, NINE + timedelta(seconds=5), settings=EN)
     [fire] = await fires(conn, sid)
@@ -426,7 +428,7 @@ async def test_a_task_no_worker_registered_is_refused_by_name(conn: psycopg.Asyn
     assert await next_of(conn, sid) == NINE + timedelta(days=1)
 
 
-async def test_a_resolver_refusal_is_recorded_verbatim(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_a_resolver_refusal_is_recorded_verbatim(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await make_schedule(conn, task="reports.weekly")
 
     @hooks.resolver("reports.weekly")
@@ -447,7 +449,7 @@ async def test_a_resolver_refusal_is_recorded_verbatim(conn: psycopg.AsyncConnec
 
 
 async def test_an_unexpected_error_is_generic_logged_and_does_not_stop_others(
-    conn: psycopg.AsyncConnection[Any], caplog: pytest.LogCaptureFixture
+    conn: psycopg.AsyncConnection[DictRow], caplog: pytest.LogCaptureFixture
 ) -> None:
     broken = await make_schedule(conn, "broken", task="reports.broken")
     fine = await make_schedule(conn, "fine")
@@ -472,7 +474,7 @@ async def test_an_unexpected_error_is_generic_logged_and_does_not_stop_others(
 
 
 async def test_an_error_inside_sql_for_one_schedule_does_not_roll_back_the_others(
-    conn: psycopg.AsyncConnection[Any],
+    conn: psycopg.AsyncConnection[DictRow],
 ) -> None:
     """A schedule whose queue name is too long for procrastinate_jobs: its insert fails in SQL."""
     broken = await make_schedule(conn, "broken", queue="q" * 150)
@@ -485,7 +487,7 @@ async def test_an_error_inside_sql_for_one_schedule_does_not_roll_back_the_other
 
 
 async def test_a_cron_that_no_longer_parses_stops_that_schedule_only(
-    conn: psycopg.AsyncConnection[Any],
+    conn: psycopg.AsyncConnection[DictRow],
 ) -> None:
     broken = await make_schedule(conn, "broken")
     fine = await make_schedule(conn, "fine")
@@ -506,7 +508,7 @@ async def test_a_cron_that_no_longer_parses_stops_that_schedule_only(
 # --------------------------------------------------------------------------------------------------
 
 
-async def test_runs_follow_their_jobs(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_runs_follow_their_jobs(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await make_schedule(conn)
     await fire_due(conn, NINE + timedelta(seconds=5), settings=EN)
     [run] = await runs_of(conn, sid)
@@ -520,7 +522,7 @@ async def test_runs_follow_their_jobs(conn: psycopg.AsyncConnection[Any]) -> Non
     assert done["started_at"] is not None and done["finished_at"] is not None
 
 
-async def test_cancelling_with_procrastinate_is_seen(db_url: str, conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_cancelling_with_procrastinate_is_seen(db_url: str, conn: psycopg.AsyncConnection[DictRow]) -> None:
     """The same call `procrastinate jobs cancel` makes."""
     from agentlab_sched.demo import make_app
 
@@ -534,18 +536,18 @@ async def test_cancelling_with_procrastinate_is_seen(db_url: str, conn: psycopg.
     assert cancelled["status"] == "cancelled"
 
 
-async def test_failures_count_and_pause_the_schedule(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_failures_count_and_pause_the_schedule(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await make_schedule(conn, cron="* * * * *", timezone="UTC", pause_after_failures=2, overlap="allow_all")
     for minute in range(2):
         await fire_due(conn, NINE + timedelta(minutes=minute, seconds=1), settings=EN)
     first, second = await runs_of(conn, sid)
     await set_job_status(conn, first["job_id"], "failed")
     cur = await conn.execute("SELECT * FROM agentlab_sched.schedules WHERE id = %s", (sid,))
-    row = await cur.fetchone()
+    row = fetched(await cur.fetchone())
     assert (row["consecutive_failures"], row["enabled"]) == (1, True)
     await set_job_status(conn, second["job_id"], "failed")
     cur = await conn.execute("SELECT * FROM agentlab_sched.schedules WHERE id = %s", (sid,))
-    row = await cur.fetchone()
+    row = fetched(await cur.fetchone())
     assert (row["consecutive_failures"], row["enabled"], row["next_run_at"]) == (2, False, None)
     assert row["paused_reason"].startswith("paused after 2 consecutive failures (since ")
 
@@ -555,13 +557,13 @@ async def test_failures_count_and_pause_the_schedule(conn: psycopg.AsyncConnecti
 # --------------------------------------------------------------------------------------------------
 
 
-async def test_trigger_fires_now_through_the_same_rules(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_trigger_fires_now_through_the_same_rules(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await make_schedule(conn)
     outcome = await trigger(conn, "store-report", requested_by="manual:alice", settings=EN)
     assert outcome.status == "started"
     [fire] = await fires(conn, sid)
     cur = await conn.execute("SELECT session_user AS role")
-    role = (await cur.fetchone())["role"]  # the login role is recorded; the name given is a label beside it
+    role = fetched(await cur.fetchone())["role"]  # the login role is recorded; the name given is a label beside it
     assert (fire["kind"], fire["requested_by"]) == ("manual", f"manual:alice ({role})")
     [run] = await runs_of(conn, sid)
     assert run["started_by"] == f"manual:alice ({role})"
@@ -570,10 +572,10 @@ async def test_trigger_fires_now_through_the_same_rules(conn: psycopg.AsyncConne
     assert again.status == "skipped_overlap" and again.reason is not None and f"#{str(run['id'])[:6]}" in again.reason
 
 
-async def test_sql_trigger_is_carried_out_by_the_next_tick(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_sql_trigger_is_carried_out_by_the_next_tick(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await make_schedule(conn)
     cur = await conn.execute("SELECT agentlab_sched.trigger('store-report', '{\"stat_date\": \"2026-01-01\"}')")
-    request_id = (await cur.fetchone())["trigger"]
+    request_id = fetched(await cur.fetchone())["trigger"]
     await fire_due(conn, NINE - timedelta(hours=1), settings=EN)
     [fire] = await fires(conn, sid)
     assert (fire["kind"], fire["status"], fire["inputs"]) == (
@@ -582,11 +584,11 @@ async def test_sql_trigger_is_carried_out_by_the_next_tick(conn: psycopg.AsyncCo
         {"stat_date": "2026-01-01"},
     )
     cur = await conn.execute("SELECT fire_ids, done_at FROM agentlab_sched.fire_requests WHERE id = %s", (request_id,))
-    req = await cur.fetchone()
+    req = fetched(await cur.fetchone())
     assert req["fire_ids"] == [fire["id"]] and req["done_at"] is not None
 
 
-async def test_backfill_fires_each_due_time_with_its_own_inputs(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_backfill_fires_each_due_time_with_its_own_inputs(conn: psycopg.AsyncConnection[DictRow]) -> None:
     from agentlab_sched.firing.requests import backfill
 
     sid = await make_schedule(conn, overlap="allow_all")
@@ -600,7 +602,7 @@ async def test_backfill_fires_each_due_time_with_its_own_inputs(conn: psycopg.As
     ]
 
 
-async def test_a_huge_backfill_is_refused_with_the_limit(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_a_huge_backfill_is_refused_with_the_limit(conn: psycopg.AsyncConnection[DictRow]) -> None:
     from agentlab_sched.errors import ValidationError
     from agentlab_sched.firing.requests import backfill
 
@@ -616,11 +618,11 @@ async def test_a_huge_backfill_is_refused_with_the_limit(conn: psycopg.AsyncConn
     )
     assert await fires(conn, sid) == []
     cur = await conn.execute("SELECT count(*) AS n FROM agentlab_sched.fire_requests")
-    assert (await cur.fetchone())["n"] == 0  # nothing half-written
+    assert fetched(await cur.fetchone())["n"] == 0  # nothing half-written
 
 
 async def test_inputs_render_every_placeholder_in_the_schedule_zone(
-    conn: psycopg.AsyncConnection[Any],
+    conn: psycopg.AsyncConnection[DictRow],
 ) -> None:
     cur = await conn.execute(
         "SELECT agentlab_sched.render_inputs(%s::jsonb, %s, 'Asia/Shanghai', 'r', 'scheduled') AS r",
@@ -630,7 +632,7 @@ async def test_inputs_render_every_placeholder_in_the_schedule_zone(
             NINE,
         ),
     )
-    assert (await cur.fetchone())["r"] == {
+    assert fetched(await cur.fetchone())["r"] == {
         "a": "2026-10-05T09:00:00+08:00",
         "b": "2026-10-05 2026-10-05",
         "c": ["2026-10-01", {"d": "2026-10-06"}],
@@ -641,12 +643,8 @@ async def test_inputs_render_every_placeholder_in_the_schedule_zone(
     assert str(err.value).startswith("unknown placeholder {{ os.system }}; known: schedule.date, ")
 
 
-def _utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)
-
-
 async def test_cancel_other_also_cancels_an_approved_run_waiting_to_continue(
-    conn: psycopg.AsyncConnection[Any],
+    conn: psycopg.AsyncConnection[DictRow],
 ) -> None:
     """Approved but not started again: its next job is still todo, and must not run after the newer fire."""
     sid = await make_schedule(conn, cron="* * * * *", timezone="UTC", overlap="cancel_other")
@@ -654,7 +652,7 @@ async def test_cancel_other_also_cancels_an_approved_run_waiting_to_continue(
         """SELECT (procrastinate_defer_jobs_v1(ARRAY[ROW('default', 'demo.echo', 0, NULL, NULL, '{}'::jsonb,
                   NULL)::procrastinate_job_to_defer_v1]))[1] AS id"""
     )
-    waiting_job = (await cur.fetchone())["id"]
+    waiting_job = fetched(await cur.fetchone())["id"]
     await conn.execute(
         """INSERT INTO agentlab_sched.runs (schedule_id, task, status, started_by, job_id)
            VALUES (%s, 'demo.echo', 'awaiting_approval', 'schedule:store-report', %s)""",
@@ -667,7 +665,7 @@ async def test_cancel_other_also_cancels_an_approved_run_waiting_to_continue(
 
 
 async def test_a_tick_stopped_mid_batch_rolls_back_and_the_next_one_fires_it(
-    db_url: str, conn: psycopg.AsyncConnection[Any], monkeypatch: pytest.MonkeyPatch
+    db_url: str, conn: psycopg.AsyncConnection[DictRow], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A worker stopped while it holds a claimed batch: nothing is half-written, the next tick fires it."""
     from agentlab_sched.firing import tick as tick_module

@@ -23,6 +23,7 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from psycopg.rows import DictRow
 
 from agentlab_sched import database as db
 
@@ -55,7 +56,7 @@ schedule_specs = st.fixed_dictionaries(
 
 
 @pytest.fixture
-def sync_db(db_url: str) -> Iterator[psycopg.Connection]:
+def sync_db(db_url: str) -> Iterator[psycopg.Connection[DictRow]]:
     """A connection in one open transaction (rolled back at the end)."""
     with db.connect_sync(db_url, locale="en") as conn:
         conn.autocommit = False
@@ -63,7 +64,9 @@ def sync_db(db_url: str) -> Iterator[psycopg.Connection]:
         conn.rollback()
 
 
-def _setup(conn: psycopg.Connection, specs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+def _setup(
+    conn: psycopg.Connection[DictRow], specs: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """Write the schedules, their open runs and recorded fires; the plans of one tick, and the ids already
     there (kept as they are when comparing)."""
     conn.execute("SELECT agentlab_sched.register_tasks(%s)", (["known.task"],))
@@ -110,7 +113,13 @@ def _setup(conn: psycopg.Connection, specs: list[dict[str, Any]]) -> tuple[list[
             ).fetchone()
             assert fire is not None
             before[f"fire:{fire['id']}"] = f"recorded fire of s{i}"
-        launch = {"fire_at": at.isoformat(), "kind": kind, "action": "launch", "reason_code": None, "reason_params": {}}
+        launch: dict[str, Any] = {
+            "fire_at": at.isoformat(),
+            "kind": kind,
+            "action": "launch",
+            "reason_code": None,
+            "reason_params": {},
+        }
         fires: list[dict[str, Any]] = {
             "advance": [],
             "launch": [launch],
@@ -149,7 +158,9 @@ def _setup(conn: psycopg.Connection, specs: list[dict[str, Any]]) -> tuple[list[
     return plans, before
 
 
-def _snapshot(conn: psycopg.Connection, outcomes: list[dict[str, Any]], before: dict[str, str]) -> dict[str, Any]:
+def _snapshot(
+    conn: psycopg.Connection[DictRow], outcomes: list[dict[str, Any]], before: dict[str, str]
+) -> dict[str, Any]:
     """Every row a launch may write, with ids and random values replaced by what they stand for."""
     names = {r["id"]: r["name"] for r in conn.execute("SELECT id, name FROM agentlab_sched.schedules").fetchall()}
     fires = conn.execute(
@@ -257,7 +268,7 @@ def _snapshot(conn: psycopg.Connection, outcomes: list[dict[str, Any]], before: 
     }
 
 
-def _apply(conn: psycopg.Connection, plans: list[dict[str, Any]], *, isolate: bool) -> list[dict[str, Any]]:
+def _apply(conn: psycopg.Connection[DictRow], plans: list[dict[str, Any]], *, isolate: bool) -> list[dict[str, Any]]:
     row = conn.execute(
         "SELECT agentlab_sched.apply_plans(%s::jsonb, %s, %s) AS outcomes", (json.dumps(plans), T0, isolate)
     ).fetchone()
@@ -266,7 +277,7 @@ def _apply(conn: psycopg.Connection, plans: list[dict[str, Any]], *, isolate: bo
     return outcomes
 
 
-def _simple_count(conn: psycopg.Connection, plans: list[dict[str, Any]]) -> int:
+def _simple_count(conn: psycopg.Connection[DictRow], plans: list[dict[str, Any]]) -> int:
     row = conn.execute(
         "SELECT coalesce(array_length(done, 1), 0) AS n FROM agentlab_sched.apply_simple_plans(%s::jsonb, %s)",
         (json.dumps(plans), T0),
@@ -282,7 +293,7 @@ SIMPLE = {
 }  # fmt: skip
 
 
-def _compare(conn: psycopg.Connection, specs: list[dict[str, Any]]) -> int:
+def _compare(conn: psycopg.Connection[DictRow], specs: list[dict[str, Any]]) -> int:
     """Apply the plans of ``specs`` both ways from the same state, compare; how many went set-based."""
     conn.execute("SAVEPOINT example")
     try:
@@ -303,12 +314,12 @@ def _compare(conn: psycopg.Connection, specs: list[dict[str, Any]]) -> int:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(specs=st.lists(schedule_specs, min_size=1, max_size=6))
 def test_set_based_and_one_by_one_launches_write_the_same_rows(
-    sync_db: psycopg.Connection, specs: list[dict[str, Any]]
+    sync_db: psycopg.Connection[DictRow], specs: list[dict[str, Any]]
 ) -> None:
     _compare(sync_db, specs)
 
 
-def test_simple_plans_go_set_based_and_match(sync_db: psycopg.Connection) -> None:
+def test_simple_plans_go_set_based_and_match(sync_db: psycopg.Connection[DictRow]) -> None:
     """The plans the fast path takes (so the property compares it, not launch() with itself)."""
     specs = [
         SIMPLE,

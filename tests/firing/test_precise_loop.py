@@ -11,6 +11,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.rows import DictRow
 
 from agentlab_sched import database as db
 from agentlab_sched.demo import make_app
@@ -18,6 +19,7 @@ from agentlab_sched.firing import tick as tick_module
 from agentlab_sched.settings import Settings
 from agentlab_sched.worker import precise as scheduler_module
 from agentlab_sched.worker.precise import Scheduler
+from tests.support.rows import fetched
 
 
 @pytest.fixture
@@ -49,7 +51,7 @@ async def _run_loop_for(db_url: str, seconds: float, during: Any = None) -> None
 
 
 async def test_the_loop_does_not_spin_while_a_due_schedule_is_locked_elsewhere(
-    db_url: str, conn: psycopg.AsyncConnection[Any], counted: list[float]
+    db_url: str, conn: psycopg.AsyncConnection[DictRow], counted: list[float]
 ) -> None:
     await conn.execute(
         """INSERT INTO agentlab_sched.schedules (name, cron, task, timezone, next_run_at, replan)
@@ -69,7 +71,7 @@ async def test_the_loop_does_not_spin_while_a_due_schedule_is_locked_elsewhere(
 
 
 async def test_a_notify_flood_cannot_drive_the_tick_rate(
-    db_url: str, conn: psycopg.AsyncConnection[Any], counted: list[float]
+    db_url: str, conn: psycopg.AsyncConnection[DictRow], counted: list[float]
 ) -> None:
     sent = 0
 
@@ -95,7 +97,7 @@ async def test_a_notify_flood_cannot_drive_the_tick_rate(
     assert min(gaps) >= scheduler_module.MIN_INTERVAL * 0.5  # measured at fire_due, after taking a connection
 
 
-async def test_a_change_still_wakes_the_loop_at_once(db_url: str, conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_a_change_still_wakes_the_loop_at_once(db_url: str, conn: psycopg.AsyncConnection[DictRow]) -> None:
     """Coalescing delays a NOTIFY's tick by at most MIN_INTERVAL: a schedule created in SQL is planned."""
 
     async def create(seconds: float) -> None:
@@ -104,7 +106,7 @@ async def test_a_change_still_wakes_the_loop_at_once(db_url: str, conn: psycopg.
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             cur = await conn.execute("SELECT next_run_at FROM agentlab_sched.schedules WHERE name = 'new'")
-            if (await cur.fetchone())["next_run_at"] is not None:
+            if fetched(await cur.fetchone())["next_run_at"] is not None:
                 return
             await asyncio.sleep(0.05)
         raise AssertionError("the new schedule was not planned")

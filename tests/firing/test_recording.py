@@ -4,14 +4,15 @@ ledger row's created_at is when it was written; `overdue` shows schedules that s
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import psycopg
 import pytest
+from psycopg.rows import DictRow
 
 from agentlab_sched.core import planner
 from agentlab_sched.firing.tick import fire_due
 from tests.support.firing_helpers import EN, NINE, fires, make_schedule, next_of, runs_of
+from tests.support.rows import fetched
 
 # --------------------------------------------------------------------------------------------------
 # A launch error is filed against the fire that failed
@@ -19,7 +20,7 @@ from tests.support.firing_helpers import EN, NINE, fires, make_schedule, next_of
 
 
 async def test_a_launch_error_is_recorded_against_its_own_fire_and_the_skip_row_stays(
-    conn: psycopg.AsyncConnection[Any],
+    conn: psycopg.AsyncConnection[DictRow],
 ) -> None:
     """Hourly, down 3h20m: the backlog skip row, then the catch-up launch, whose job insert fails (a queue
     name longer than Procrastinate takes)."""
@@ -35,7 +36,7 @@ async def test_a_launch_error_is_recorded_against_its_own_fire_and_the_skip_row_
     assert report.errors == 1
 
 
-async def test_with_catchup_all_each_failed_launch_has_its_row(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_with_catchup_all_each_failed_launch_has_its_row(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await make_schedule(
         conn, cron="*/10 * * * *", catchup="all", max_catchup=3, overlap="allow_all", queue="q" * 150
     )
@@ -48,7 +49,7 @@ async def test_with_catchup_all_each_failed_launch_has_its_row(conn: psycopg.Asy
         (timedelta(hours=2), "scheduled", "failed_to_start"),
     ]
     cur = await conn.execute("SELECT consecutive_failures FROM agentlab_sched.schedules WHERE id = %s", (sid,))
-    assert (await cur.fetchone())["consecutive_failures"] == 3
+    assert fetched(await cur.fetchone())["consecutive_failures"] == 3
 
 
 # --------------------------------------------------------------------------------------------------
@@ -56,8 +57,8 @@ async def test_with_catchup_all_each_failed_launch_has_its_row(conn: psycopg.Asy
 # --------------------------------------------------------------------------------------------------
 
 
-def _utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)
+def _utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
 def _state(cron: str, tz: str, pending: datetime, changed: datetime, replan: str = "pending") -> planner.ScheduleState:
@@ -97,9 +98,9 @@ def test_a_changed_definition_continues_from_the_moment_of_the_change(
         assert planner.next_after_change(_state(cron, tz, pending, changed), now) == expected
 
 
-async def _clock(conn: psycopg.AsyncConnection[Any]) -> datetime:
+async def _clock(conn: psycopg.AsyncConnection[DictRow]) -> datetime:
     cur = await conn.execute("SELECT clock_timestamp() AS t")
-    return (await cur.fetchone())["t"]
+    return fetched(await cur.fetchone())["t"]
 
 
 def _minute(t: datetime) -> datetime:
@@ -115,7 +116,7 @@ def _minute(t: datetime) -> datetime:
     ],
 )
 async def test_a_change_in_sql_is_planned_from_its_own_moment_not_the_next_tick(
-    conn: psycopg.AsyncConnection[Any], change: str
+    conn: psycopg.AsyncConnection[DictRow], change: str
 ) -> None:
     """Every-minute, resumed or redefined in SQL, first planned by a worker three minutes later: the due
     times in between are the tick's backlog (one skip row naming them), not dropped without a row."""
@@ -126,7 +127,7 @@ async def test_a_change_in_sql_is_planned_from_its_own_moment_not_the_next_tick(
     before = await _clock(conn)
     await conn.execute(change)
     cur = await conn.execute("SELECT id, replan, replan_at FROM agentlab_sched.schedules WHERE name = 'm'")
-    row = await cur.fetchone()
+    row = fetched(await cur.fetchone())
     assert row["replan"] == "now" and row["replan_at"] >= before
     now = row["replan_at"] + timedelta(minutes=3)
     await fire_due(conn, now, settings=EN)
@@ -141,20 +142,20 @@ async def test_a_change_in_sql_is_planned_from_its_own_moment_not_the_next_tick(
 
 
 async def test_a_cron_change_in_sql_from_a_future_pending_time_loses_nothing(
-    conn: psycopg.AsyncConnection[Any],
+    conn: psycopg.AsyncConnection[DictRow],
 ) -> None:
     """Yearly (pending next January) changed to every minute: planned from the change, not from January."""
     await conn.execute("SELECT agentlab_sched.register_tasks(ARRAY['demo.echo'])")
     await conn.execute("SELECT agentlab_sched.schedule('y', '0 0 1 1 *', 'demo.echo', overlap => 'allow_all')")
     cur = await conn.execute("SELECT id FROM agentlab_sched.schedules WHERE name = 'y'")
-    sid = (await cur.fetchone())["id"]
+    sid = fetched(await cur.fetchone())["id"]
     from agentlab_sched.schedules.replan import replan
 
     await replan(conn)
-    assert (await next_of(conn, sid)).month == 1
+    assert fetched(await next_of(conn, sid)).month == 1
     await conn.execute("SELECT agentlab_sched.alter_schedule('y', cron => '* * * * *')")
     cur = await conn.execute("SELECT replan, replan_at FROM agentlab_sched.schedules WHERE id = %s", (sid,))
-    row = await cur.fetchone()
+    row = fetched(await cur.fetchone())
     assert row["replan"] == "pending"
     first = _minute(row["replan_at"])
     await fire_due(conn, first + timedelta(seconds=5), settings=EN)
@@ -167,13 +168,13 @@ async def test_a_cron_change_in_sql_from_a_future_pending_time_loses_nothing(
 
 
 async def test_a_ledger_row_is_stamped_when_it_is_written_not_when_the_transaction_began(
-    conn: psycopg.AsyncConnection[Any],
+    conn: psycopg.AsyncConnection[DictRow],
 ) -> None:
     simple = await make_schedule(conn, "simple")
     other = await make_schedule(conn, "other", cron="0 * * * *")  # backlog + catch-up: applied one by one
     async with conn.transaction():
         cur = await conn.execute("SELECT now() AS began, pg_sleep(0.3)")
-        began = (await cur.fetchone())["began"]
+        began = fetched(await cur.fetchone())["began"]
         await fire_due(conn, NINE + timedelta(hours=3, minutes=20), settings=EN)
     for sid in (simple, other):
         for f in await fires(conn, sid):
@@ -185,7 +186,9 @@ async def test_a_ledger_row_is_stamped_when_it_is_written_not_when_the_transacti
 # --------------------------------------------------------------------------------------------------
 
 
-async def test_overdue_shows_enabled_schedules_that_will_never_fire_again(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_overdue_shows_enabled_schedules_that_will_never_fire_again(
+    conn: psycopg.AsyncConnection[DictRow],
+) -> None:
     broken = await make_schedule(conn, "broken")
     await make_schedule(conn, "fine")
     await make_schedule(conn, "ended", next_run_at=None, ends_at=datetime(2020, 1, 1, tzinfo=UTC))

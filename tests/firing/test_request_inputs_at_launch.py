@@ -13,6 +13,7 @@ import pytest
 from psycopg import sql
 
 from agentlab_sched.tasks.sql import SQL_TASK
+from tests.support.rows import fetched
 from tests.support.security_helpers import Roles
 
 
@@ -54,6 +55,7 @@ def _carry_out(db_url: str, request_id: int) -> dict[str, Any]:
             " WHERE id = %s",
             (request_id,),
         ).fetchone()
+        assert row is not None
         row["runs"] = c.execute("SELECT task, inputs FROM agentlab_sched.runs").fetchall()
     return row
 
@@ -66,7 +68,9 @@ def test_inputs_asked_for_another_task_are_checked_against_the_task_launched(db_
     with roles.connect(author) as c, c.transaction():
         c.execute("SELECT agentlab_sched.schedule('s', '0 3 * * *', 'demo.echo', %s::jsonb)", (json.dumps(own),))
         # accepted: for demo.echo these are just inputs
-        request_id = c.execute("SELECT agentlab_sched.trigger('s', %s::jsonb)", (json.dumps(other),)).fetchone()[0]
+        request_id = fetched(
+            c.execute("SELECT agentlab_sched.trigger('s', %s::jsonb)", (json.dumps(other),)).fetchone()
+        )[0]
         c.execute("SELECT agentlab_sched.alter_schedule('s', task => %s)", (SQL_TASK,))  # its own inputs: fine
     done = _carry_out(db_url, request_id)
     assert (done["status"], done["error_code"], done["requested_login"], done["runs"]) == (
@@ -85,8 +89,10 @@ def test_the_requesters_privileges_at_launch_are_what_counts(db_url: str, roles:
     inputs = {"command": "SELECT 2", "database": here, "username": mine}
     with roles.connect(author) as c:
         c.execute("SELECT agentlab_sched.schedule_sql('q', '0 3 * * *', 'SELECT 1', %s, %s)", (here, mine))
-        first = c.execute("SELECT agentlab_sched.trigger('q', %s::jsonb)", (json.dumps(inputs),)).fetchone()[0]
-        second = c.execute("SELECT agentlab_sched.trigger('q', %s::jsonb)", (json.dumps(inputs),)).fetchone()[0]
+        first = fetched(c.execute("SELECT agentlab_sched.trigger('q', %s::jsonb)", (json.dumps(inputs),)).fetchone())[0]
+        second = fetched(c.execute("SELECT agentlab_sched.trigger('q', %s::jsonb)", (json.dumps(inputs),)).fetchone())[
+            0
+        ]
     started = _carry_out(db_url, first)
     assert (started["status"], started["error_code"]) == ("done", None)
     assert started["runs"] == [{"task": SQL_TASK, "inputs": inputs}]

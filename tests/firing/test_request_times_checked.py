@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
+from tests.support.rows import fetched
 from tests.support.security_helpers import Roles
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -34,8 +35,10 @@ def test_an_admin_cannot_choose_the_times_or_the_words_of_a_request(db_url: str,
     admin = roles.login("admin", groups.admin)
     with roles.connect(admin) as c:
         c.execute("SELECT agentlab_sched.schedule('s', '0 * * * *', 'demo.echo')")
-        backfill = c.execute("SELECT agentlab_sched.backfill('s', %s, %s)", (T0, T0 + timedelta(hours=3))).fetchone()[0]
-        manual = c.execute("SELECT agentlab_sched.trigger('s')").fetchone()[0]
+        backfill = fetched(
+            c.execute("SELECT agentlab_sched.backfill('s', %s, %s)", (T0, T0 + timedelta(hours=3))).fetchone()
+        )[0]
+        manual = fetched(c.execute("SELECT agentlab_sched.trigger('s')").fetchone())[0]
 
         def refused(request_id: int, times: list[datetime], refusals: object = None) -> str:
             with pytest.raises(psycopg.Error) as caught:
@@ -54,7 +57,9 @@ def test_an_admin_cannot_choose_the_times_or_the_words_of_a_request(db_url: str,
         assert refused(manual, [T0]) == "request.bad_times"
         words = [{"reason_code": "launch.refused", "reason_params": {"reason": "mine"}, "reason": "my own words"}]
         assert refused(backfill, [T0], words) == "request.refusal_not_allowed"
-        status = c.execute("SELECT array_agg(status ORDER BY id) FROM agentlab_sched.fire_requests").fetchone()[0]
+        status = fetched(
+            c.execute("SELECT array_agg(status ORDER BY id) FROM agentlab_sched.fire_requests").fetchone()
+        )[0]
         assert status == ["pending", "pending"]  # nothing carried out, nothing failed
     with psycopg.connect(db_url, autocommit=True) as worker:  # the owner (a worker's rights and more)
         bogus = [{"reason_code": "schedule.paused_after_failures", "reason_params": {}, "reason": "x"}]
@@ -69,5 +74,7 @@ def test_an_admin_cannot_choose_the_times_or_the_words_of_a_request(db_url: str,
             "SELECT agentlab_sched.carry_out_request(%s, %s::timestamptz[], %s::jsonb)",
             (backfill, [T0], json.dumps(words)),
         )
-        reason = worker.execute("SELECT reason FROM agentlab_sched.fires WHERE kind = 'backfill'").fetchone()[0]
+        reason = fetched(worker.execute("SELECT reason FROM agentlab_sched.fires WHERE kind = 'backfill'").fetchone())[
+            0
+        ]
     assert "mine" in reason and "pretending" not in reason

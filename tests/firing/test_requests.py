@@ -9,6 +9,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.rows import DictRow
 
 from agentlab_sched import database as db
 from agentlab_sched.errors import Conflict, ValidationError
@@ -16,9 +17,10 @@ from agentlab_sched.firing.requests import backfill, trigger
 from agentlab_sched.firing.tick import fire_due
 from agentlab_sched.schedules import admin
 from tests.support.firing_helpers import EN, NINE, fires, job, make_schedule, next_of, runs_of
+from tests.support.rows import fetched
 
 
-async def _requests(conn: psycopg.AsyncConnection[Any]) -> list[dict[str, Any]]:
+async def _requests(conn: psycopg.AsyncConnection[DictRow]) -> list[dict[str, Any]]:
     # Not fire_at / until: an infinite one has no Python value.
     cur = await conn.execute(
         """SELECT id, kind, status, overlap, error_code, error_params, error, outcome, fire_ids, done_at
@@ -27,7 +29,7 @@ async def _requests(conn: psycopg.AsyncConnection[Any]) -> list[dict[str, Any]]:
     return await cur.fetchall()
 
 
-async def _one(conn: psycopg.AsyncConnection[Any], sql: str, *params: Any) -> Any:
+async def _one(conn: psycopg.AsyncConnection[DictRow], sql: str, *params: Any) -> Any:
     cur = await conn.execute(sql, params)
     row = await cur.fetchone()
     assert row is not None
@@ -39,11 +41,11 @@ async def _one(conn: psycopg.AsyncConnection[Any], sql: str, *params: Any) -> An
 # --------------------------------------------------------------------------------------------------
 
 
-async def test_five_sql_triggers_in_one_statement_get_five_fires(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_five_sql_triggers_in_one_statement_get_five_fires(conn: psycopg.AsyncConnection[DictRow]) -> None:
     """Same millisecond, same schedule (allow_all): five requests, five fires, each linked to its own."""
     sid = await make_schedule(conn, overlap="allow_all")
     cur = await conn.execute("SELECT " + ", ".join(f"agentlab_sched.trigger('store-report') AS r{i}" for i in range(5)))
-    ids = list((await cur.fetchone()).values())
+    ids = list(fetched(await cur.fetchone()).values())
     assert len(set(ids)) == 5
     await fire_due(conn, NINE - timedelta(hours=1), settings=EN)
     rows = await fires(conn, sid)
@@ -56,7 +58,9 @@ async def test_five_sql_triggers_in_one_statement_get_five_fires(conn: psycopg.A
     assert len(await runs_of(conn, sid)) == 5
 
 
-async def test_python_triggers_at_once_each_get_their_own_fire(db_url: str, conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_python_triggers_at_once_each_get_their_own_fire(
+    db_url: str, conn: psycopg.AsyncConnection[DictRow]
+) -> None:
     sid = await make_schedule(conn, overlap="allow_all")
     others = [await db.connect(db_url, locale="en") for _ in range(5)]
     try:
@@ -107,7 +111,7 @@ async def test_python_triggers_at_once_each_get_their_own_fire(db_url: str, conn
     ],
 )
 def test_sql_backfill_refuses_an_unbounded_or_out_of_range_range_at_once(
-    sync_conn: psycopg.Connection, start: str, end: str, field: str, message: str
+    sync_conn: psycopg.Connection[DictRow], start: str, end: str, field: str, message: str
 ) -> None:
     sync_conn.execute("SELECT agentlab_sched.schedule('r', '* * * * * *', 'demo.echo')")
     with pytest.raises(psycopg.errors.InvalidParameterValue) as err:
@@ -117,7 +121,7 @@ def test_sql_backfill_refuses_an_unbounded_or_out_of_range_range_at_once(
 
 
 async def test_a_request_that_cannot_be_carried_out_fails_alone_and_is_not_retried(
-    conn: psycopg.AsyncConnection[Any],
+    conn: psycopg.AsyncConnection[DictRow],
 ) -> None:
     """Requests written around backfill()'s checks: each is marked failed with its reason; schedules fire."""
     bad = await make_schedule(conn, "bad", cron="* * * * * *", timezone="UTC", next_run_at=None)
@@ -158,7 +162,7 @@ async def test_a_request_that_cannot_be_carried_out_fails_alone_and_is_not_retri
 
 
 async def test_a_request_whose_schedule_is_locked_holds_up_nothing(
-    db_url: str, conn: psycopg.AsyncConnection[Any]
+    db_url: str, conn: psycopg.AsyncConnection[DictRow]
 ) -> None:
     """Another session holds the requested schedule's row: the tick fires the due schedule and moves on; the
     request waits for a later tick."""
@@ -186,7 +190,7 @@ async def test_a_request_whose_schedule_is_locked_holds_up_nothing(
 # --------------------------------------------------------------------------------------------------
 
 
-async def test_a_per_second_backfill_over_a_year_is_refused_at_once(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_a_per_second_backfill_over_a_year_is_refused_at_once(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await make_schedule(conn, cron="* * * * * *", timezone="UTC")
     began = time.perf_counter()
     with pytest.raises(ValidationError) as err:
@@ -203,7 +207,7 @@ async def test_a_per_second_backfill_over_a_year_is_refused_at_once(conn: psycop
     assert await fires(conn, sid) == []
 
 
-async def test_schedules_next_count_is_bounded(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_schedules_next_count_is_bounded(conn: psycopg.AsyncConnection[DictRow]) -> None:
     await make_schedule(conn, cron="* * * * * *", timezone="UTC")
     with pytest.raises(ValidationError) as err:
         await admin.upcoming(conn, "store-report", 1_000_000)
@@ -220,7 +224,7 @@ async def test_schedules_next_count_is_bounded(conn: psycopg.AsyncConnection[Any
 MONDAYS = (NINE - timedelta(days=28), NINE - timedelta(days=7))  # four Mondays at 09:00 Shanghai
 
 
-async def test_backfill_runs_every_due_time_in_order_by_default(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_backfill_runs_every_due_time_in_order_by_default(conn: psycopg.AsyncConnection[DictRow]) -> None:
     """A default (skip) schedule: the backfill's own policy, buffer_all, queues all four behind one lock."""
     sid = await make_schedule(conn, cron="0 9 * * 1")
     result = await backfill(conn, "store-report", *MONDAYS, settings=EN)
@@ -232,7 +236,7 @@ async def test_backfill_runs_every_due_time_in_order_by_default(conn: psycopg.As
     assert [j["lock"] for j in jobs] == [f"agentlab_sched:{sid}"] * 4
 
 
-async def test_backfill_with_its_own_overlap_says_what_was_not_launched(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_backfill_with_its_own_overlap_says_what_was_not_launched(conn: psycopg.AsyncConnection[DictRow]) -> None:
     await make_schedule(conn, cron="0 9 * * 1", overlap="allow_all")
     result = await backfill(conn, "store-report", *MONDAYS, overlap="skip", settings=EN)
     assert [o.status for o in result] == ["started"] + ["skipped_overlap"] * 3
@@ -241,7 +245,7 @@ async def test_backfill_with_its_own_overlap_says_what_was_not_launched(conn: ps
 
 
 async def test_sql_backfill_takes_an_overlap_and_the_request_reports_its_outcome(
-    conn: psycopg.AsyncConnection[Any],
+    conn: psycopg.AsyncConnection[DictRow],
 ) -> None:
     sid = await make_schedule(conn, cron="0 9 * * 1")
     with pytest.raises(psycopg.errors.InvalidParameterValue) as err:
@@ -261,7 +265,7 @@ async def test_sql_backfill_takes_an_overlap_and_the_request_reports_its_outcome
     # The default is buffer_all.
     await conn.execute("SELECT agentlab_sched.backfill('store-report', %s, %s)", (MONDAYS[0], MONDAYS[1]))
     cur = await conn.execute("SELECT overlap FROM agentlab_sched.fire_requests ORDER BY id DESC LIMIT 1")
-    assert (await cur.fetchone())["overlap"] == "buffer_all"
+    assert fetched(await cur.fetchone())["overlap"] == "buffer_all"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -269,7 +273,7 @@ async def test_sql_backfill_takes_an_overlap_and_the_request_reports_its_outcome
 # --------------------------------------------------------------------------------------------------
 
 
-async def test_trigger_on_a_paused_schedule_is_refused_unless_asked(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_trigger_on_a_paused_schedule_is_refused_unless_asked(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await make_schedule(conn, enabled=False, overlap="allow_all")
     with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState) as err:
         await conn.execute("SELECT agentlab_sched.trigger('store-report')")
@@ -291,7 +295,7 @@ async def test_trigger_on_a_paused_schedule_is_refused_unless_asked(conn: psycop
     assert await cur.fetchone() == {"enabled": False, "next_run_at": None}  # still paused
 
 
-async def test_a_request_made_before_a_pause_fails_saying_so(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_a_request_made_before_a_pause_fails_saying_so(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await make_schedule(conn)
     await conn.execute("SELECT agentlab_sched.trigger('store-report')")
     await conn.execute("SELECT agentlab_sched.pause('store-report')")
@@ -306,7 +310,7 @@ async def test_a_request_made_before_a_pause_fails_saying_so(conn: psycopg.Async
 # --------------------------------------------------------------------------------------------------
 
 
-async def test_catchup_all_never_launches_more_than_remaining_runs(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_catchup_all_never_launches_more_than_remaining_runs(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await make_schedule(
         conn, cron="* * * * *", timezone="UTC", catchup="all", remaining_runs=1, overlap="allow_all"
     )
@@ -319,14 +323,14 @@ async def test_catchup_all_never_launches_more_than_remaining_runs(conn: psycopg
 
 
 async def test_manual_and_backfill_fires_do_not_count_against_remaining_runs(
-    conn: psycopg.AsyncConnection[Any],
+    conn: psycopg.AsyncConnection[DictRow],
 ) -> None:
     sid = await make_schedule(conn, overlap="allow_all", remaining_runs=2)
     assert (await trigger(conn, "store-report", settings=EN)).status == "started"
     result = await backfill(conn, "store-report", NINE - timedelta(days=3), NINE - timedelta(days=1), settings=EN)
     assert result.launched == 3
     cur = await conn.execute("SELECT remaining_runs FROM agentlab_sched.schedules WHERE id = %s", (sid,))
-    assert (await cur.fetchone())["remaining_runs"] == 2
+    assert fetched(await cur.fetchone())["remaining_runs"] == 2
     # At 0 (finished): a manual fire is still allowed, and leaves it at 0.
     await conn.execute(
         "UPDATE agentlab_sched.schedules SET remaining_runs = 0, next_run_at = NULL WHERE id = %s", (sid,)

@@ -8,11 +8,12 @@ import time
 
 import psycopg
 import pytest
+from psycopg.rows import DictRow
 
 S = "agentlab_sched"
 
 
-def test_a_pinned_fire_at_ends_the_search_with_a_reason(sync_conn: psycopg.Connection) -> None:
+def test_a_pinned_fire_at_ends_the_search_with_a_reason(sync_conn: psycopg.Connection[DictRow]) -> None:
     sync_conn.execute(f"SELECT {S}.schedule('daily', '0 9 * * *', 'demo.echo')")
     sync_conn.execute(
         """CREATE FUNCTION public.pin_fire_at() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 
 import httpx
 import psycopg
+from psycopg.rows import DictRow
 
 from agentlab_sched import database as db
 from agentlab_sched.notify import Dispatcher, SecretBox, Sender, deliver_due, set_webhook
@@ -35,20 +36,21 @@ from tests.support.notify_fakes import (
     set_status,
     settings,
 )
+from tests.support.rows import fetched
 
 __all__ = ["receiver"]  # the fixture
 
 
-async def db_now(conn: psycopg.AsyncConnection) -> datetime:
+async def db_now(conn: psycopg.AsyncConnection[DictRow]) -> datetime:
     cur = await conn.execute("SELECT clock_timestamp() AS now")
     row = await cur.fetchone()
     assert row is not None
     return row["now"] + timedelta(seconds=1)
 
 
-async def finished_runs(conn: psycopg.AsyncConnection, name: str, count: int = 1, **kw: object) -> list[str]:
+async def finished_runs(conn: psycopg.AsyncConnection[DictRow], name: str, count: int = 1, **kw: object) -> list[str]:
     sid_cur = await conn.execute("SELECT id FROM agentlab_sched.schedules WHERE name = %s", (name,))
-    sid = (await sid_cur.fetchone())["id"]
+    sid = fetched(await sid_cur.fetchone())["id"]
     runs = []
     for i in range(count):
         run = await add_run(conn, sid, fire_at=T0 + timedelta(days=i), **kw)  # type: ignore[arg-type]
@@ -57,12 +59,16 @@ async def finished_runs(conn: psycopg.AsyncConnection, name: str, count: int = 1
     return runs
 
 
-async def webhook(conn: psycopg.AsyncConnection, name: str, url: str, secret: str | None = None, **kw: object) -> None:
+async def webhook(
+    conn: psycopg.AsyncConnection[DictRow], name: str, url: str, secret: str | None = None, **kw: object
+) -> None:
     await add_schedule(conn, name)
     await set_webhook(conn, name, url=url, secret=secret, settings=settings(**kw))
 
 
-async def test_each_platform_gets_its_body_and_every_attempt_is_recorded(conn: psycopg.AsyncConnection) -> None:
+async def test_each_platform_gets_its_body_and_every_attempt_is_recorded(
+    conn: psycopg.AsyncConnection[DictRow],
+) -> None:
     now = await db_now(conn)
     fake = FakePlatforms(now=now)
     fake.add(FEISHU_URL, FEISHU_SECRET)
@@ -96,7 +102,9 @@ async def test_each_platform_gets_its_body_and_every_attempt_is_recorded(conn: p
     }  # sent once
 
 
-async def test_429_and_5xx_and_platform_throttling_are_retried_with_backoff(conn: psycopg.AsyncConnection) -> None:
+async def test_429_and_5xx_and_platform_throttling_are_retried_with_backoff(
+    conn: psycopg.AsyncConnection[DictRow],
+) -> None:
     now = await db_now(conn)
     fake = FakePlatforms(now=now)
     fake.add(FEISHU_URL, FEISHU_SECRET)
@@ -136,7 +144,7 @@ async def test_429_and_5xx_and_platform_throttling_are_retried_with_backoff(conn
     assert (row["status"], row["attempts"]) == ("sent", 4)
 
 
-async def test_configuration_errors_are_not_retried(conn: psycopg.AsyncConnection) -> None:
+async def test_configuration_errors_are_not_retried(conn: psycopg.AsyncConnection[DictRow]) -> None:
     now = await db_now(conn)
     fake = FakePlatforms(now=now)
     fake.add(DINGTALK_URL, DINGTALK_SECRET)
@@ -157,7 +165,7 @@ async def test_configuration_errors_are_not_retried(conn: psycopg.AsyncConnectio
     assert len(fake.seen) == 1
 
 
-async def test_retryable_failures_give_up_after_max_attempts(conn: psycopg.AsyncConnection) -> None:
+async def test_retryable_failures_give_up_after_max_attempts(conn: psycopg.AsyncConnection[DictRow]) -> None:
     now = await db_now(conn)
     fake = FakePlatforms(now=now)
     fake.then("hooks.example.com", *[httpx.Response(502) for _ in range(MAX_ATTEMPTS)])
@@ -174,7 +182,7 @@ async def test_retryable_failures_give_up_after_max_attempts(conn: psycopg.Async
 
 
 async def test_a_platform_host_saved_with_the_wrong_format_is_judged_by_its_host(
-    conn: psycopg.AsyncConnection,
+    conn: psycopg.AsyncConnection[DictRow],
 ) -> None:
     """An old row (written before validation, or by hand) with a Feishu URL and format generic: Feishu's
     refusal arrives with HTTP 200, and is still a failure."""
@@ -196,7 +204,9 @@ async def test_a_platform_host_saved_with_the_wrong_format_is_judged_by_its_host
     )
 
 
-async def test_a_host_resolving_to_a_private_address_is_refused_at_send_time(conn: psycopg.AsyncConnection) -> None:
+async def test_a_host_resolving_to_a_private_address_is_refused_at_send_time(
+    conn: psycopg.AsyncConnection[DictRow],
+) -> None:
     now = await db_now(conn)
     fake = FakePlatforms(now=now)
     await webhook(conn, "daily-report", "https://intranet.example.com/hook")  # a public-looking name
@@ -207,7 +217,7 @@ async def test_a_host_resolving_to_a_private_address_is_refused_at_send_time(con
     assert "intranet.example.com is a private network address (10.1.2.3)" in row["last_error"]
 
 
-async def test_rate_limits_hold_across_workers(db_url: str, conn: psycopg.AsyncConnection) -> None:
+async def test_rate_limits_hold_across_workers(db_url: str, conn: psycopg.AsyncConnection[DictRow]) -> None:
     now = await db_now(conn)
     fake = FakePlatforms(now=now)
     fake.add(DINGTALK_URL)
@@ -230,7 +240,7 @@ async def test_rate_limits_hold_across_workers(db_url: str, conn: psycopg.AsyncC
     assert len(fake.seen) == 25
 
 
-async def test_feishu_five_a_second(conn: psycopg.AsyncConnection) -> None:
+async def test_feishu_five_a_second(conn: psycopg.AsyncConnection[DictRow]) -> None:
     now = await db_now(conn)
     fake = FakePlatforms(now=now)
     fake.add(FEISHU_URL)
@@ -240,7 +250,7 @@ async def test_feishu_five_a_second(conn: psycopg.AsyncConnection) -> None:
     assert (await deliver_due(conn, settings(), sender=fake.sender(), now=now + timedelta(seconds=1)))["sent"] == 2
 
 
-async def test_unsubscribed_or_removed_webhooks_drop_their_rows(conn: psycopg.AsyncConnection) -> None:
+async def test_unsubscribed_or_removed_webhooks_drop_their_rows(conn: psycopg.AsyncConnection[DictRow]) -> None:
     now = await db_now(conn)
     fake = FakePlatforms(now=now)
     await webhook(conn, "daily-report", FEISHU_URL)
@@ -257,7 +267,7 @@ async def test_unsubscribed_or_removed_webhooks_drop_their_rows(conn: psycopg.As
     ]
 
 
-async def test_a_lease_left_by_a_dead_worker_is_retried_after_it_ends(conn: psycopg.AsyncConnection) -> None:
+async def test_a_lease_left_by_a_dead_worker_is_retried_after_it_ends(conn: psycopg.AsyncConnection[DictRow]) -> None:
     now = await db_now(conn)
     fake = FakePlatforms(now=now)
     fake.add(WECOM_URL)
@@ -270,7 +280,9 @@ async def test_a_lease_left_by_a_dead_worker_is_retried_after_it_ends(conn: psyc
     assert (await deliver_due(conn, settings(), sender=sender, now=now + timedelta(seconds=25)))["sent"] == 1
 
 
-async def test_generic_payload_to_a_real_local_server(conn: psycopg.AsyncConnection, receiver: LocalReceiver) -> None:
+async def test_generic_payload_to_a_real_local_server(
+    conn: psycopg.AsyncConnection[DictRow], receiver: LocalReceiver
+) -> None:
     now = await db_now(conn)
     allow = settings(webhook_allow_private=True, locale="zh-CN")
     await add_schedule(conn)
@@ -310,7 +322,7 @@ async def wait_until(predicate: Callable[[], Awaitable[bool]]) -> None:
 
 
 async def test_stop_while_the_receiver_hangs_returns_within_the_grace_leaving_the_row_pending(
-    db_url: str, conn: psycopg.AsyncConnection, receiver: LocalReceiver
+    db_url: str, conn: psycopg.AsyncConnection[DictRow], receiver: LocalReceiver
 ) -> None:
     receiver.hang = True
     allow = settings(webhook_allow_private=True)
@@ -335,7 +347,7 @@ async def test_stop_while_the_receiver_hangs_returns_within_the_grace_leaving_th
 
 
 async def test_a_run_finished_while_no_dispatcher_ran_is_notified_once_after_start(
-    db_url: str, conn: psycopg.AsyncConnection, receiver: LocalReceiver
+    db_url: str, conn: psycopg.AsyncConnection[DictRow], receiver: LocalReceiver
 ) -> None:
     allow = settings(webhook_allow_private=True)
     await add_schedule(conn)
@@ -355,7 +367,7 @@ async def test_a_run_finished_while_no_dispatcher_ran_is_notified_once_after_sta
     assert len(receiver.requests) == 1
 
 
-async def test_the_dispatcher_is_woken_by_notify(db_url: str, conn: psycopg.AsyncConnection) -> None:
+async def test_the_dispatcher_is_woken_by_notify(db_url: str, conn: psycopg.AsyncConnection[DictRow]) -> None:
     now = await db_now(conn)
     fake = FakePlatforms(now=now + timedelta(minutes=1))
     fake.add(WECOM_URL)
@@ -369,7 +381,7 @@ async def test_the_dispatcher_is_woken_by_notify(db_url: str, conn: psycopg.Asyn
                       count(*) FILTER (WHERE query LIKE '%%min(next_attempt_at)%%') AS waiting
                  FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle'"""
         )
-        row = await cur.fetchone()
+        row = fetched(await cur.fetchone())
         return row["listening"] == 1 and row["waiting"] == dispatcher.concurrency
 
     try:

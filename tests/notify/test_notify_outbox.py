@@ -6,20 +6,22 @@ from datetime import timedelta
 
 import psycopg
 import pytest
+from psycopg.rows import DictRow
 
 from agentlab_sched import database as db
 from agentlab_sched.errors import ValidationError, from_database
 from agentlab_sched.notify import CHANNEL, set_webhook
 from tests.support.notify_fakes import FEISHU_URL, add_run, add_schedule, outbox, set_status, settings
+from tests.support.rows import fetched
 
 
-async def subscribed(conn: psycopg.AsyncConnection, name: str = "daily-report", **kw: object) -> int:
+async def subscribed(conn: psycopg.AsyncConnection[DictRow], name: str = "daily-report", **kw: object) -> int:
     sid = await add_schedule(conn, name)
     await set_webhook(conn, name, url=FEISHU_URL, settings=settings(), **kw)  # type: ignore[arg-type]
     return sid
 
 
-async def test_finished_run_writes_one_row_with_a_snapshot(conn: psycopg.AsyncConnection) -> None:
+async def test_finished_run_writes_one_row_with_a_snapshot(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await subscribed(conn)
     run = await add_run(conn, sid)
     assert await outbox(conn) == []
@@ -35,7 +37,7 @@ async def test_finished_run_writes_one_row_with_a_snapshot(conn: psycopg.AsyncCo
     assert row["payload"]["status"] == "succeeded" and row["payload"]["error"] is None
 
 
-async def test_status_set_twice_is_notified_once(conn: psycopg.AsyncConnection) -> None:
+async def test_status_set_twice_is_notified_once(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await subscribed(conn)
     run = await add_run(conn, sid)
     await set_status(conn, run, "failed", error="boom")
@@ -46,7 +48,7 @@ async def test_status_set_twice_is_notified_once(conn: psycopg.AsyncConnection) 
     assert [(r["event"], r["payload"]["error"]) for r in rows] == [("failed", "boom")]
 
 
-async def test_suspended_then_abandoned_is_one_failed_row(conn: psycopg.AsyncConnection) -> None:
+async def test_suspended_then_abandoned_is_one_failed_row(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await subscribed(conn)
     run = await add_run(conn, sid)
     await set_status(conn, run, "suspended")
@@ -57,7 +59,7 @@ async def test_suspended_then_abandoned_is_one_failed_row(conn: psycopg.AsyncCon
     assert [(r["event"], r["payload"]["status"]) for r in rows] == [("failed", "suspended")]
 
 
-async def test_timed_out_is_a_failure_never_finished(conn: psycopg.AsyncConnection) -> None:
+async def test_timed_out_is_a_failure_never_finished(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await subscribed(conn)
     run = await add_run(conn, sid)
     await set_status(conn, run, "timed_out")
@@ -66,7 +68,7 @@ async def test_timed_out_is_a_failure_never_finished(conn: psycopg.AsyncConnecti
     assert [(r["event"], r["payload"]["status"]) for r in rows] == [("failed", "timed_out")]
 
 
-async def test_awaiting_approval_once_per_segment(conn: psycopg.AsyncConnection) -> None:
+async def test_awaiting_approval_once_per_segment(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await subscribed(conn, events=["finished", "failed", "awaiting_approval"])
     run = await add_run(conn, sid)
     await set_status(conn, run, "awaiting_approval")
@@ -83,7 +85,7 @@ async def test_awaiting_approval_once_per_segment(conn: psycopg.AsyncConnection)
     ]
 
 
-async def test_only_subscribed_events_of_schedules_with_a_webhook(conn: psycopg.AsyncConnection) -> None:
+async def test_only_subscribed_events_of_schedules_with_a_webhook(conn: psycopg.AsyncConnection[DictRow]) -> None:
     plain = await add_schedule(conn, "no-webhook")
     only_failed = await subscribed(conn, "only-failed", events=["failed"])
     for sid in (plain, only_failed):
@@ -97,7 +99,7 @@ async def test_only_subscribed_events_of_schedules_with_a_webhook(conn: psycopg.
     assert [(r["run_id"], r["event"]) for r in await outbox(conn)] == [(c, "failed")]
 
 
-async def test_a_run_inserted_finished_is_notified(conn: psycopg.AsyncConnection) -> None:
+async def test_a_run_inserted_finished_is_notified(conn: psycopg.AsyncConnection[DictRow]) -> None:
     sid = await subscribed(conn)
     run = await add_run(conn, sid, status="failed")
     assert [r["run_id"] for r in await outbox(conn)] == [run]
@@ -114,7 +116,7 @@ async def test_row_and_status_change_commit_or_roll_back_together(db_url: str) -
                 raise RuntimeError("the engine's transaction fails after the change")
         assert await outbox(conn) == []
         cur = await conn.execute("SELECT status FROM agentlab_sched.runs WHERE id = %s", (run,))
-        assert (await cur.fetchone())["status"] == "running"
+        assert fetched(await cur.fetchone())["status"] == "running"
 
 
 async def test_a_new_row_notifies_the_dispatcher_channel(db_url: str) -> None:
@@ -128,7 +130,9 @@ async def test_a_new_row_notifies_the_dispatcher_channel(db_url: str) -> None:
 
 
 @pytest.mark.parametrize("column", ["webhook_url_enc", "webhook_secret_enc"])
-async def test_sql_refuses_plaintext_webhook_urls_and_secrets(conn: psycopg.AsyncConnection, column: str) -> None:
+async def test_sql_refuses_plaintext_webhook_urls_and_secrets(
+    conn: psycopg.AsyncConnection[DictRow], column: str
+) -> None:
     await add_schedule(conn)
     with pytest.raises(psycopg.Error) as caught:
         await conn.execute(
@@ -142,7 +146,7 @@ async def test_sql_refuses_plaintext_webhook_urls_and_secrets(conn: psycopg.Asyn
     assert "加密" in err.message("zh-CN")
 
 
-async def test_runs_launched_by_the_engine_notify_when_their_job_ends(conn: psycopg.AsyncConnection) -> None:
+async def test_runs_launched_by_the_engine_notify_when_their_job_ends(conn: psycopg.AsyncConnection[DictRow]) -> None:
     """The whole path: a tick launches the run; its Procrastinate job's status (as a worker or the
     procrastinate CLI sets it) moves the run; the outbox row arrives with that change and is delivered."""
     from agentlab_sched.firing.tick import fire_due
@@ -162,7 +166,7 @@ async def test_runs_launched_by_the_engine_notify_when_their_job_ends(conn: psyc
     fake = FakePlatforms()
     fake.add(WECOM_URL)
     cur = await conn.execute("SELECT clock_timestamp() AS now")
-    now = (await cur.fetchone())["now"]
+    now = fetched(await cur.fetchone())["now"]
     assert (await deliver_due(conn, settings(), sender=fake.sender(), now=now))["sent"] == 1
     content = fake.seen[0].json["markdown"]["content"]
     assert content.startswith(f"**store-report: run #{str(run['id'])[:6]} failed**\n")

@@ -9,6 +9,7 @@ import psycopg
 import pytest
 import typer
 from cryptography.fernet import Fernet
+from psycopg.rows import DictRow
 from typer.testing import CliRunner
 
 from agentlab_sched import database as db
@@ -36,7 +37,7 @@ __all__ = ["receiver"]  # the fixture
 MAKE_KEY = 'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
 
 
-async def columns(conn: psycopg.AsyncConnection, name: str = "daily-report") -> dict:
+async def columns(conn: psycopg.AsyncConnection[DictRow], name: str = "daily-report") -> dict:
     cur = await conn.execute(
         """SELECT id, webhook_format, webhook_url_enc, webhook_secret_enc, webhook_url_hint, webhook_events, version
              FROM agentlab_sched.schedules WHERE name = %s""",
@@ -50,7 +51,7 @@ async def columns(conn: psycopg.AsyncConnection, name: str = "daily-report") -> 
 # ------------------------------------------------------------------------------------------- set_webhook
 
 
-async def test_url_and_secret_are_stored_encrypted_and_shown_masked(conn: psycopg.AsyncConnection) -> None:
+async def test_url_and_secret_are_stored_encrypted_and_shown_masked(conn: psycopg.AsyncConnection[DictRow]) -> None:
     await add_schedule(conn)
     info = await set_webhook(conn, "daily-report", url=FEISHU_URL, secret=FEISHU_SECRET, settings=settings())
     assert (info.format, info.url_hint, info.secret, info.events, info.validated) == (
@@ -73,7 +74,7 @@ async def test_url_and_secret_are_stored_encrypted_and_shown_masked(conn: psycop
     assert FEISHU_URL not in audit and FEISHU_SECRET not in audit and "gAAAAA" not in audit
 
 
-async def test_saving_without_a_key_says_how_to_make_one(conn: psycopg.AsyncConnection) -> None:
+async def test_saving_without_a_key_says_how_to_make_one(conn: psycopg.AsyncConnection[DictRow]) -> None:
     await add_schedule(conn)
     with pytest.raises(SchedError) as caught:
         await set_webhook(conn, "daily-report", url=FEISHU_URL, settings=settings(secret_keys=()))
@@ -87,7 +88,7 @@ async def test_saving_without_a_key_says_how_to_make_one(conn: psycopg.AsyncConn
     assert caught.value.code == "notify.bad_key" and "key 1 is not a Fernet key" in str(caught.value)
 
 
-async def test_format_is_inferred_and_a_mismatch_refused(conn: psycopg.AsyncConnection) -> None:
+async def test_format_is_inferred_and_a_mismatch_refused(conn: psycopg.AsyncConnection[DictRow]) -> None:
     await add_schedule(conn)
     with pytest.raises(ValidationError) as caught:
         await set_webhook(conn, "daily-report", url=WECOM_URL, format="generic", settings=settings())
@@ -99,7 +100,7 @@ async def test_format_is_inferred_and_a_mismatch_refused(conn: psycopg.AsyncConn
         await set_webhook(conn, "daily-report", format="feishu", settings=settings())
 
 
-async def test_private_targets_need_the_allow_setting(conn: psycopg.AsyncConnection) -> None:
+async def test_private_targets_need_the_allow_setting(conn: psycopg.AsyncConnection[DictRow]) -> None:
     await add_schedule(conn)
     with pytest.raises(ValidationError) as caught:
         await set_webhook(conn, "daily-report", url="http://10.0.0.7/hook", settings=settings())
@@ -110,7 +111,7 @@ async def test_private_targets_need_the_allow_setting(conn: psycopg.AsyncConnect
     assert (info.format, info.url_hint) == ("generic", "http://10.0.0.7/…")
 
 
-async def test_validation_runs_only_when_url_or_format_changes(conn: psycopg.AsyncConnection) -> None:
+async def test_validation_runs_only_when_url_or_format_changes(conn: psycopg.AsyncConnection[DictRow]) -> None:
     """A URL saved while private targets were allowed does not block later edits of other settings."""
     await add_schedule(conn)
     await set_webhook(conn, "daily-report", url="http://10.0.0.7/hook", settings=settings(webhook_allow_private=True))
@@ -128,7 +129,7 @@ async def test_validation_runs_only_when_url_or_format_changes(conn: psycopg.Asy
     assert info.events == ("finished",)
 
 
-async def test_secret_rules_and_removal(conn: psycopg.AsyncConnection) -> None:
+async def test_secret_rules_and_removal(conn: psycopg.AsyncConnection[DictRow]) -> None:
     await add_schedule(conn)
     with pytest.raises(ValidationError) as caught:
         await set_webhook(conn, "daily-report", url=WECOM_URL, secret="abc", settings=settings())
@@ -156,7 +157,7 @@ async def test_secret_rules_and_removal(conn: psycopg.AsyncConnection) -> None:
 
 
 async def test_encrypted_columns_are_unreadable_without_the_key_and_readable_after_rotation(
-    conn: psycopg.AsyncConnection,
+    conn: psycopg.AsyncConnection[DictRow],
 ) -> None:
     await add_schedule(conn)
     await add_schedule(conn, "weekly-report")
@@ -180,7 +181,7 @@ async def test_encrypted_columns_are_unreadable_without_the_key_and_readable_aft
     assert SecretBox([KEY]).rotate(row["webhook_url_enc"]) is None  # the old key can be retired
 
 
-async def test_rotation_is_all_or_nothing(conn: psycopg.AsyncConnection) -> None:
+async def test_rotation_is_all_or_nothing(conn: psycopg.AsyncConnection[DictRow]) -> None:
     await add_schedule(conn)
     await add_schedule(conn, "weekly-report")
     await set_webhook(conn, "daily-report", url=FEISHU_URL, settings=settings())
@@ -197,7 +198,7 @@ async def test_rotation_is_all_or_nothing(conn: psycopg.AsyncConnection) -> None
 # ------------------------------------------------------------------------------------------- test-send
 
 
-async def test_send_feishu_signed(conn: psycopg.AsyncConnection) -> None:
+async def test_send_feishu_signed(conn: psycopg.AsyncConnection[DictRow]) -> None:
     fake = FakePlatforms()
     fake.add(FEISHU_URL, FEISHU_SECRET)
     await add_schedule(conn)
@@ -215,7 +216,7 @@ async def test_send_feishu_signed(conn: psycopg.AsyncConnection) -> None:
     assert zh.message == "已送达(HTTP 200):飞书接受了这条消息,签名校验通过;请到群里确认已收到"
 
 
-async def test_send_feishu_wrong_secret_says_what_to_fix(conn: psycopg.AsyncConnection) -> None:
+async def test_send_feishu_wrong_secret_says_what_to_fix(conn: psycopg.AsyncConnection[DictRow]) -> None:
     fake = FakePlatforms()
     fake.add(FEISHU_URL, FEISHU_SECRET)
     await add_schedule(conn)
@@ -227,7 +228,7 @@ async def test_send_feishu_wrong_secret_says_what_to_fix(conn: psycopg.AsyncConn
     assert "set the secret shown under the bot's signature verification" in result.message
 
 
-async def test_send_wecom_never_mentions_signing(conn: psycopg.AsyncConnection) -> None:
+async def test_send_wecom_never_mentions_signing(conn: psycopg.AsyncConnection[DictRow]) -> None:
     fake = FakePlatforms()
     fake.add(WECOM_URL)
     await add_schedule(conn)
@@ -240,7 +241,7 @@ async def test_send_wecom_never_mentions_signing(conn: psycopg.AsyncConnection) 
     assert result.platform_code == "93000" and "copy the webhook URL" in result.message
 
 
-async def test_send_dingtalk_signed_in_the_query(conn: psycopg.AsyncConnection) -> None:
+async def test_send_dingtalk_signed_in_the_query(conn: psycopg.AsyncConnection[DictRow]) -> None:
     fake = FakePlatforms()
     fake.add(DINGTALK_URL, DINGTALK_SECRET)
     await add_schedule(conn)
@@ -250,7 +251,9 @@ async def test_send_dingtalk_signed_in_the_query(conn: psycopg.AsyncConnection) 
     assert set(fake.seen[0].query) == {"access_token", "timestamp", "sign"}
 
 
-async def test_send_generic_to_a_real_local_server(conn: psycopg.AsyncConnection, receiver: LocalReceiver) -> None:
+async def test_send_generic_to_a_real_local_server(
+    conn: psycopg.AsyncConnection[DictRow], receiver: LocalReceiver
+) -> None:
     allow = settings(webhook_allow_private=True)
     await add_schedule(conn)
     await set_webhook(conn, "daily-report", url=receiver.url, settings=allow)
@@ -274,7 +277,7 @@ async def test_send_generic_to_a_real_local_server(conn: psycopg.AsyncConnection
         await notify_webhooks.test_send(conn, "daily-report", settings(), sender=Sender(resolver=fake_dns))
 
 
-async def test_send_needs_a_webhook(conn: psycopg.AsyncConnection) -> None:
+async def test_send_needs_a_webhook(conn: psycopg.AsyncConnection[DictRow]) -> None:
     await add_schedule(conn)
     with pytest.raises(SchedError) as caught:
         await notify_webhooks.test_send(conn, "daily-report", settings())

@@ -8,6 +8,7 @@ import time
 from datetime import timedelta
 
 import psycopg
+from psycopg.rows import DictRow
 
 from agentlab_sched.notify import Dispatcher, Sender, set_webhook
 from tests.support.notify_fakes import (
@@ -20,16 +21,19 @@ from tests.support.notify_fakes import (
     set_status,
     settings,
 )
+from tests.support.rows import fetched
 
 
-async def _finished(conn: psycopg.AsyncConnection, name: str) -> None:
+async def _finished(conn: psycopg.AsyncConnection[DictRow], name: str) -> None:
     cur = await conn.execute("SELECT id FROM agentlab_sched.schedules WHERE name = %s", (name,))
-    sid = (await cur.fetchone())["id"]
+    sid = fetched(await cur.fetchone())["id"]
     run = await add_run(conn, sid, fire_at=T0)
     await set_status(conn, run, "succeeded", finished_at=T0 + timedelta(minutes=3))
 
 
-async def test_a_hanging_receiver_does_not_hold_up_another_one(db_url: str, conn: psycopg.AsyncConnection) -> None:
+async def test_a_hanging_receiver_does_not_hold_up_another_one(
+    db_url: str, conn: psycopg.AsyncConnection[DictRow]
+) -> None:
     slow, fast = LocalReceiver(hang=True), LocalReceiver()
     slow.start()
     fast.start()

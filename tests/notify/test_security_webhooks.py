@@ -14,6 +14,7 @@ import httpx
 import psycopg
 import pytest
 from cryptography.fernet import Fernet
+from psycopg.rows import DictRow
 
 from agentlab_sched.errors import SchedError, ValidationError
 from agentlab_sched.notify import SecretBox, Sender, content, deliver_due, rotate_secrets, set_webhook
@@ -39,22 +40,23 @@ from tests.support.notify_fakes import (
     set_status,
     settings,
 )
+from tests.support.rows import fetched
 
 __all__ = ["receiver"]  # the fixture
 
 PUBLIC = "93.184.215.14"
 
 
-async def db_now(conn: psycopg.AsyncConnection) -> datetime:
+async def db_now(conn: psycopg.AsyncConnection[DictRow]) -> datetime:
     cur = await conn.execute("SELECT clock_timestamp() AS now")
     row = await cur.fetchone()
     assert row is not None
     return row["now"] + timedelta(seconds=1)
 
 
-async def finished_run(conn: psycopg.AsyncConnection, name: str, day: int = 0) -> str:
+async def finished_run(conn: psycopg.AsyncConnection[DictRow], name: str, day: int = 0) -> str:
     cur = await conn.execute("SELECT id FROM agentlab_sched.schedules WHERE name = %s", (name,))
-    sid = (await cur.fetchone())["id"]
+    sid = fetched(await cur.fetchone())["id"]
     run = await add_run(conn, sid, fire_at=T0 + timedelta(days=day))
     await set_status(conn, run, "succeeded", finished_at=T0 + timedelta(days=day, minutes=3))
     return run
@@ -137,7 +139,7 @@ async def test_tls_is_checked_against_the_name_not_the_address() -> None:
 
 @pytest.mark.parametrize("level", [logging.INFO, logging.DEBUG])
 async def test_no_log_line_carries_a_url_path_or_query(
-    conn: psycopg.AsyncConnection, receiver: LocalReceiver, caplog: pytest.LogCaptureFixture, level: int
+    conn: psycopg.AsyncConnection[DictRow], receiver: LocalReceiver, caplog: pytest.LogCaptureFixture, level: int
 ) -> None:
     caplog.set_level(level)
     for name in ("httpx", "httpcore", "agentlab_sched"):
@@ -161,7 +163,7 @@ async def test_no_log_line_carries_a_url_path_or_query(
 
 
 async def test_reply_text_from_a_receiver_never_lands_raw_in_a_log_line(
-    conn: psycopg.AsyncConnection, caplog: pytest.LogCaptureFixture
+    conn: psycopg.AsyncConnection[DictRow], caplog: pytest.LogCaptureFixture
 ) -> None:
     now = await db_now(conn)
     fake = FakePlatforms(now=now)
@@ -182,7 +184,7 @@ async def test_reply_text_from_a_receiver_never_lands_raw_in_a_log_line(
 
 
 async def test_a_ciphertext_copied_to_another_schedule_is_refused_and_nothing_is_sent(
-    conn: psycopg.AsyncConnection,
+    conn: psycopg.AsyncConnection[DictRow],
 ) -> None:
     now = await db_now(conn)
     fake = FakePlatforms(now=now)
@@ -214,14 +216,14 @@ async def test_a_ciphertext_copied_to_another_schedule_is_refused_and_nothing_is
 
 
 async def test_a_secret_ciphertext_does_not_open_as_a_url_and_rotation_keeps_the_binding(
-    conn: psycopg.AsyncConnection,
+    conn: psycopg.AsyncConnection[DictRow],
 ) -> None:
     sid = await add_schedule(conn)
     await set_webhook(conn, "daily-report", url=FEISHU_URL, secret="s3cret-value", settings=settings())
     new_key = Fernet.generate_key().decode()
     assert await rotate_secrets(conn, settings(secret_keys=(new_key, KEY))) == 1
     cur = await conn.execute("SELECT webhook_url_enc, webhook_secret_enc FROM agentlab_sched.schedules")
-    row = await cur.fetchone()
+    row = fetched(await cur.fetchone())
     box = SecretBox([new_key])
     assert box.open(row["webhook_url_enc"], schedule_id=sid, field="webhook_url") == FEISHU_URL
     with pytest.raises(Exception, match="bound to another schedule"):
@@ -230,7 +232,7 @@ async def test_a_secret_ciphertext_does_not_open_as_a_url_and_rotation_keeps_the
         box.open(row["webhook_secret_enc"], schedule_id=sid, field="webhook_url")
 
 
-async def test_the_url_hint_is_checked(conn: psycopg.AsyncConnection) -> None:
+async def test_the_url_hint_is_checked(conn: psycopg.AsyncConnection[DictRow]) -> None:
     await add_schedule(conn)
     for hint, words in [
         ("x" * 301, "webhook_url_hint: 301 characters is more than the 300 allowed"),
@@ -266,7 +268,7 @@ def test_every_spelling_of_one_bot_has_one_normal_form_and_one_identity() -> Non
     assert {validate_url(url).format for url in SPELLINGS} == {"feishu"}
 
 
-async def test_ten_spellings_of_one_feishu_bot_share_its_rate_limit(conn: psycopg.AsyncConnection) -> None:
+async def test_ten_spellings_of_one_feishu_bot_share_its_rate_limit(conn: psycopg.AsyncConnection[DictRow]) -> None:
     now = await db_now(conn)
     fake = FakePlatforms(now=now)
     fake.add(FEISHU_URL)
@@ -284,7 +286,9 @@ async def test_ten_spellings_of_one_feishu_bot_share_its_rate_limit(conn: psycop
     assert len(fake.seen) == 5 and {s.path for s in fake.seen} == {f"/open-apis/bot/v2/hook/{FEISHU_TOKEN}"}
 
 
-async def test_ideographic_full_stops_are_feishu_when_saved_and_when_sent(conn: psycopg.AsyncConnection) -> None:
+async def test_ideographic_full_stops_are_feishu_when_saved_and_when_sent(
+    conn: psycopg.AsyncConnection[DictRow],
+) -> None:
     now = await db_now(conn)
     fake = FakePlatforms(now=now)  # the token is not registered: Feishu refuses with HTTP 200
     typed = FEISHU_URL.replace("open.feishu.cn", "open\u3002feishu\u3002cn")
@@ -353,7 +357,7 @@ def test_a_number_that_is_no_address_is_no_host() -> None:
         assert "is not a valid domain name" in str(caught.value)
 
 
-async def test_idn_hosts_are_shown_in_punycode_beside_the_unicode_form(conn: psycopg.AsyncConnection) -> None:
+async def test_idn_hosts_are_shown_in_punycode_beside_the_unicode_form(conn: psycopg.AsyncConnection[DictRow]) -> None:
     lookalike = "https://\u0430pple.com/hooks/incoming-7f3a9c"  # Cyrillic a
     checked = validate_url(lookalike)
     assert (checked.host, checked.display_host) == ("xn--pple-43d.com", "xn--pple-43d.com (\u0430pple.com)")
@@ -437,7 +441,7 @@ def test_the_test_message_is_inert_too() -> None:
 
 
 async def test_a_worker_with_only_an_old_key_leaves_the_notification_for_one_that_can_decrypt(
-    conn: psycopg.AsyncConnection,
+    conn: psycopg.AsyncConnection[DictRow],
 ) -> None:
     now = await db_now(conn)
     fake = FakePlatforms(now=now)
@@ -459,7 +463,7 @@ async def test_a_worker_with_only_an_old_key_leaves_the_notification_for_one_tha
     assert (await deliver_due(conn, new_worker, sender=fake.sender(), now=row["next_attempt_at"]))["sent"] == 1
 
 
-async def test_rotating_secrets_is_bookkeeping(conn: psycopg.AsyncConnection) -> None:
+async def test_rotating_secrets_is_bookkeeping(conn: psycopg.AsyncConnection[DictRow]) -> None:
     await add_schedule(conn)
     await set_webhook(conn, "daily-report", url=FEISHU_URL, secret="s3cret-value", settings=settings())
     cur = await conn.execute("SELECT version, updated_at FROM agentlab_sched.schedules")
@@ -469,12 +473,12 @@ async def test_rotating_secrets_is_bookkeeping(conn: psycopg.AsyncConnection) ->
     cur = await conn.execute("SELECT version, updated_at FROM agentlab_sched.schedules")
     assert await cur.fetchone() == before
     cur = await conn.execute("SELECT operation, db_role FROM agentlab_sched.schedule_changes ORDER BY id DESC LIMIT 1")
-    last = await cur.fetchone()
+    last = fetched(await cur.fetchone())
     assert last["operation"] == "rotate"
 
 
 async def test_setting_only_the_secret_with_a_key_that_cannot_open_the_url_is_refused(
-    conn: psycopg.AsyncConnection,
+    conn: psycopg.AsyncConnection[DictRow],
 ) -> None:
     await add_schedule(conn)
     await set_webhook(conn, "daily-report", url=FEISHU_URL, settings=settings())

@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import conninfo
+from psycopg.rows import DictRow
 
 from agentlab_sched import database as db
 from agentlab_sched.errors import Conflict, NotFound, SchedError, ValidationError
@@ -37,7 +38,7 @@ def shared_url(pg_server: str, template_db: str) -> Iterator[str]:
 
 
 @pytest.fixture
-async def shared(shared_url: str) -> AsyncIterator[psycopg.AsyncConnection]:
+async def shared(shared_url: str) -> AsyncIterator[psycopg.AsyncConnection[DictRow]]:
     """An async autocommit connection (dict rows, locale en) to the shared database."""
     connection = await db.connect(shared_url, locale="en")
     try:
@@ -46,7 +47,7 @@ async def shared(shared_url: str) -> AsyncIterator[psycopg.AsyncConnection]:
         await connection.close()
 
 
-async def changes(conn: psycopg.AsyncConnection[Any]) -> int:
+async def changes(conn: psycopg.AsyncConnection[DictRow]) -> int:
     cur = await conn.execute("SELECT count(*) AS n FROM agentlab_sched.schedule_changes")
     row = await cur.fetchone()
     assert row is not None
@@ -56,7 +57,9 @@ async def changes(conn: psycopg.AsyncConnection[Any]) -> int:
 # ----------------------------------------------------------------------------------- create, update
 
 
-async def test_schedule_returns_a_typed_schedule_with_its_next_fire_planned(conn: psycopg.AsyncConnection) -> None:
+async def test_schedule_returns_a_typed_schedule_with_its_next_fire_planned(
+    conn: psycopg.AsyncConnection[DictRow],
+) -> None:
     s = await admin.schedule(
         conn, "daily", "0 9 * * *", "demo.echo", {"day": "{{ schedule.date }}"}, timezone="Asia/Shanghai", now=T0
     )
@@ -71,7 +74,7 @@ async def test_schedule_returns_a_typed_schedule_with_its_next_fire_planned(conn
     assert s.as_dict()["misfire_grace"] == 3600.0
 
 
-async def test_schedule_again_updates_in_place(conn: psycopg.AsyncConnection) -> None:
+async def test_schedule_again_updates_in_place(conn: psycopg.AsyncConnection[DictRow]) -> None:
     first = await admin.schedule(conn, "daily", "0 9 * * *", "demo.echo", overlap="allow_all", now=T0)
     second = await admin.create_or_update(conn, "daily", "0 10 * * *", "demo.echo", now=T0)
     assert second.id == first.id
@@ -83,7 +86,7 @@ async def test_schedule_again_updates_in_place(conn: psycopg.AsyncConnection) ->
     )
 
 
-async def test_schedule_with_options(conn: psycopg.AsyncConnection) -> None:
+async def test_schedule_with_options(conn: psycopg.AsyncConnection[DictRow]) -> None:
     s = await admin.schedule(
         conn, "limited", "*/15 * * * *", "demo.echo", queue="q", priority=3, overlap="buffer_all",
         misfire_grace=timedelta(minutes=5), timeout=timedelta(minutes=10), catchup="all", max_catchup=4,
@@ -96,7 +99,7 @@ async def test_schedule_with_options(conn: psycopg.AsyncConnection) -> None:
     assert s.next_run_at == at(2, 0)  # nothing before starts_at
 
 
-async def test_create_refuses_a_name_that_exists(conn: psycopg.AsyncConnection) -> None:
+async def test_create_refuses_a_name_that_exists(conn: psycopg.AsyncConnection[DictRow]) -> None:
     await admin.create(conn, "daily", "0 9 * * *", "demo.echo", now=T0)
     before = await admin.get(conn, "daily")
     with pytest.raises(Conflict) as err:
@@ -109,7 +112,7 @@ async def test_create_refuses_a_name_that_exists(conn: psycopg.AsyncConnection) 
         await admin.create(conn, "other", "0 9 * * *", "demo.echo", colour="blue")
 
 
-async def test_a_disabled_schedule_has_no_next_fire(conn: psycopg.AsyncConnection) -> None:
+async def test_a_disabled_schedule_has_no_next_fire(conn: psycopg.AsyncConnection[DictRow]) -> None:
     s = await admin.schedule(conn, "off", "0 9 * * *", "demo.echo", enabled=False, now=T0)
     assert (s.enabled, s.next_run_at, s.replan) == (False, None, None)
 
@@ -117,7 +120,7 @@ async def test_a_disabled_schedule_has_no_next_fire(conn: psycopg.AsyncConnectio
 # ---------------------------------------------------------------------------------------- alter
 
 
-async def test_a_cron_change_continues_from_the_pending_due_time(conn: psycopg.AsyncConnection) -> None:
+async def test_a_cron_change_continues_from_the_pending_due_time(conn: psycopg.AsyncConnection[DictRow]) -> None:
     await admin.schedule(conn, "daily", "0 9 * * *", "demo.echo", now=T0)
     # 09:00 is due and not fired yet (no worker ran). A change that still covers 09:00 keeps it.
     s = await admin.alter(conn, "daily", cron="0 9,10 * * *", now=at(1, 9, 0, 30))
@@ -129,7 +132,7 @@ async def test_a_cron_change_continues_from_the_pending_due_time(conn: psycopg.A
     assert s.next_run_at == at(2, 8)
 
 
-async def test_a_time_zone_change_moves_the_next_fire(conn: psycopg.AsyncConnection) -> None:
+async def test_a_time_zone_change_moves_the_next_fire(conn: psycopg.AsyncConnection[DictRow]) -> None:
     await admin.schedule(conn, "daily", "0 9 * * *", "demo.echo", now=T0)
     # Pending: 09:00 UTC on 03-01, in the future at the change (00:00 UTC). 09:00 in Shanghai that day
     # (01:00 UTC) is the new definition's first due time after the change: no day is skipped.
@@ -137,7 +140,7 @@ async def test_a_time_zone_change_moves_the_next_fire(conn: psycopg.AsyncConnect
     assert s.next_run_at == at(1, 1)
 
 
-async def test_alter_without_a_change_of_when_keeps_the_next_fire(conn: psycopg.AsyncConnection) -> None:
+async def test_alter_without_a_change_of_when_keeps_the_next_fire(conn: psycopg.AsyncConnection[DictRow]) -> None:
     await admin.schedule(conn, "daily", "0 9 * * *", "demo.echo", now=T0)
     s = await admin.alter(conn, "daily", inputs={"a": 1}, overlap="allow_all", now=at(5, 0))
     assert (s.next_run_at, s.inputs, s.overlap, s.version) == (at(1, 9), {"a": 1}, "allow_all", 2)
@@ -145,7 +148,7 @@ async def test_alter_without_a_change_of_when_keeps_the_next_fire(conn: psycopg.
     assert same.version == 2
 
 
-async def test_alter_clears_and_renames(conn: psycopg.AsyncConnection) -> None:
+async def test_alter_clears_and_renames(conn: psycopg.AsyncConnection[DictRow]) -> None:
     await admin.schedule(conn, "daily", "0 9 * * *", "demo.echo", timeout=timedelta(hours=1), now=T0)
     s = await admin.alter(conn, "daily", clear=["timeout"], new_name="morning")
     assert (s.name, s.timeout) == ("morning", None)
@@ -158,7 +161,7 @@ async def test_alter_clears_and_renames(conn: psycopg.AsyncConnection) -> None:
         "schedule.name_taken", "new_name", 'a schedule named "evening" already exists')  # fmt: skip
 
 
-async def test_enabling_plans_from_now_and_never_replays_the_pause(conn: psycopg.AsyncConnection) -> None:
+async def test_enabling_plans_from_now_and_never_replays_the_pause(conn: psycopg.AsyncConnection[DictRow]) -> None:
     await admin.schedule(conn, "daily", "0 9 * * *", "demo.echo", now=T0)
     s = await admin.pause(conn, "daily", "holiday")
     assert (s.enabled, s.paused_reason, s.next_run_at) == (False, "holiday", None)
@@ -172,7 +175,9 @@ async def test_enabling_plans_from_now_and_never_replays_the_pause(conn: psycopg
     assert (await admin.resume(conn, "daily", now=at(9, 0))).version == s.version
 
 
-async def test_a_stale_expected_version_is_a_conflict_and_changes_nothing(conn: psycopg.AsyncConnection) -> None:
+async def test_a_stale_expected_version_is_a_conflict_and_changes_nothing(
+    conn: psycopg.AsyncConnection[DictRow],
+) -> None:
     s = await admin.schedule(conn, "daily", "0 9 * * *", "demo.echo", now=T0)
     s2 = await admin.alter(conn, "daily", inputs={"a": 1}, expected_version=s.version)
     with pytest.raises(Conflict) as err:
@@ -185,7 +190,9 @@ async def test_a_stale_expected_version_is_a_conflict_and_changes_nothing(conn: 
     assert await admin.get(conn, "daily") == s2
 
 
-async def test_two_sessions_altering_at_once_exactly_one_wins(conn: psycopg.AsyncConnection, db_url: str) -> None:
+async def test_two_sessions_altering_at_once_exactly_one_wins(
+    conn: psycopg.AsyncConnection[DictRow], db_url: str
+) -> None:
     await admin.schedule(conn, "daily", "0 9 * * *", "demo.echo", now=T0)
     a = await db.connect(db_url, locale="en")
     b = await db.connect(db_url, locale="en")
@@ -203,7 +210,7 @@ async def test_two_sessions_altering_at_once_exactly_one_wins(conn: psycopg.Asyn
     assert (s.version, s.inputs) == (2, {"by": "a"})
 
 
-async def _until_blocked(conn: psycopg.AsyncConnection) -> None:
+async def _until_blocked(conn: psycopg.AsyncConnection[DictRow]) -> None:
     for _ in range(1000):
         cur = await conn.execute(
             "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
@@ -232,7 +239,7 @@ SAME_REFUSALS = [
 
 @pytest.mark.parametrize(("cron", "tz"), SAME_REFUSALS)
 async def test_python_and_sql_refuse_cron_and_time_zone_with_the_same_message(
-    shared: psycopg.AsyncConnection, cron: str, tz: str
+    shared: psycopg.AsyncConnection[DictRow], cron: str, tz: str
 ) -> None:
     with pytest.raises(ValidationError) as err:
         await admin.schedule(shared, "x", cron, "demo.echo", timezone=tz)
@@ -261,7 +268,7 @@ async def test_python_and_sql_refuse_cron_and_time_zone_with_the_same_message(
     ],
 )  # fmt: skip
 async def test_the_database_refusals_arrive_as_validation_errors(
-    shared: psycopg.AsyncConnection, kwargs: dict[str, Any], field: str, en: str
+    shared: psycopg.AsyncConnection[DictRow], kwargs: dict[str, Any], field: str, en: str
 ) -> None:
     args: dict[str, Any] = {"name": "daily", "cron": "0 9 * * *", "task": "demo.echo", **kwargs}
     with pytest.raises(ValidationError) as err:
@@ -272,7 +279,7 @@ async def test_the_database_refusals_arrive_as_validation_errors(
 
 
 @pytest.mark.parametrize("call", ["get", "status", "alter", "pause", "resume", "upcoming"])
-async def test_an_unknown_name_is_not_found(shared: psycopg.AsyncConnection, call: str) -> None:
+async def test_an_unknown_name_is_not_found(shared: psycopg.AsyncConnection[DictRow], call: str) -> None:
     with pytest.raises(NotFound) as err:
         await getattr(admin, call)(shared, "nope")
     assert (err.value.code, err.value.field, str(err.value)) == (
@@ -284,7 +291,7 @@ async def test_an_unknown_name_is_not_found(shared: psycopg.AsyncConnection, cal
     assert isinstance(err.value, SchedError)
 
 
-async def test_unschedule(conn: psycopg.AsyncConnection) -> None:
+async def test_unschedule(conn: psycopg.AsyncConnection[DictRow]) -> None:
     await admin.schedule(conn, "daily", "0 9 * * *", "demo.echo", now=T0)
     assert await admin.unschedule(conn, "daily") is True
     assert await admin.unschedule(conn, "daily") is False
@@ -293,7 +300,7 @@ async def test_unschedule(conn: psycopg.AsyncConnection) -> None:
 # ---------------------------------------------------------------------------------- reading back
 
 
-async def test_list_and_status(conn: psycopg.AsyncConnection) -> None:
+async def test_list_and_status(conn: psycopg.AsyncConnection[DictRow]) -> None:
     await admin.schedule(conn, "b-second", "0 9 * * *", "demo.echo", now=T0)
     await admin.schedule(conn, "a-first", "0 8 * * *", "demo.echo", timezone="Asia/Shanghai", now=T0)
     await conn.execute(
@@ -312,7 +319,7 @@ async def test_list_and_status(conn: psycopg.AsyncConnection) -> None:
     assert "gAAAAA" not in json.dumps([s.as_dict(), first.as_dict()])
 
 
-async def test_upcoming_marks_dst_moves_and_repeats(conn: psycopg.AsyncConnection) -> None:
+async def test_upcoming_marks_dst_moves_and_repeats(conn: psycopg.AsyncConnection[DictRow]) -> None:
     await admin.schedule(conn, "spring", "30 2 * * *", "demo.echo", timezone="America/New_York", now=T0)
     times = await admin.upcoming(conn, "spring", 3, after=datetime(2026, 3, 7, 12, tzinfo=UTC))
     assert [(t.at, t.local.strftime("%m-%d %H:%M %Z"), t.note) for t in times] == [
@@ -328,7 +335,7 @@ async def test_upcoming_marks_dst_moves_and_repeats(conn: psycopg.AsyncConnectio
     ]
 
 
-async def test_upcoming_respects_the_window_and_the_run_limit(conn: psycopg.AsyncConnection) -> None:
+async def test_upcoming_respects_the_window_and_the_run_limit(conn: psycopg.AsyncConnection[DictRow]) -> None:
     await admin.schedule(conn, "w", "0 9 * * *", "demo.echo", starts_at=at(3, 9), ends_at=at(5, 9), now=T0)
     times = await admin.upcoming(conn, "w", 5, after=T0)
     assert [t.at for t in times] == [at(3, 9), at(4, 9), at(5, 9)]
@@ -341,7 +348,7 @@ async def test_upcoming_respects_the_window_and_the_run_limit(conn: psycopg.Asyn
 
 
 async def test_a_value_of_the_wrong_type_or_an_unknown_argument_is_refused_clearly(
-    conn: psycopg.AsyncConnection[Any],
+    conn: psycopg.AsyncConnection[DictRow],
 ) -> None:
     """Python's own errors would say nothing useful (or nothing at all: a str for a timedelta reached the
     database as an interval text); these name the field, the value and what is expected, in both languages."""

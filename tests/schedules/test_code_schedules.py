@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import procrastinate
 import psycopg
@@ -20,9 +19,9 @@ from agentlab_sched.errors import Conflict, ValidationError
 from agentlab_sched.schedules import admin, code
 from agentlab_sched.worker.blueprint import register_app_tasks
 from tests.support.cli import ok, refused
+from tests.support.rows import Conn
 from tests.support.security_helpers import Roles
 
-Conn = psycopg.AsyncConnection[Any]
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 
 

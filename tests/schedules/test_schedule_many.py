@@ -10,18 +10,20 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.rows import DictRow
 
 from agentlab_sched.errors import ValidationError
 from agentlab_sched.schedules import admin
 from tests.support.cli import ok, refused
+from tests.support.rows import fetched
 
 
-async def names(conn: psycopg.AsyncConnection[Any]) -> list[str]:
+async def names(conn: psycopg.AsyncConnection[DictRow]) -> list[str]:
     cur = await conn.execute("SELECT name FROM agentlab_sched.schedules ORDER BY id")
     return [r["name"] for r in await cur.fetchall()]
 
 
-async def test_creates_all_with_defaults_audit_and_a_replan(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_creates_all_with_defaults_audit_and_a_replan(conn: psycopg.AsyncConnection[DictRow]) -> None:
     count = await admin.schedule_many(
         conn,
         [
@@ -110,7 +112,7 @@ async def test_creates_all_with_defaults_audit_and_a_replan(conn: psycopg.AsyncC
     ],
 )  # fmt: skip
 async def test_refuses_all_naming_the_definition(
-    conn: psycopg.AsyncConnection[Any], definitions: list[dict[str, Any]], code: str, field: str, message: str
+    conn: psycopg.AsyncConnection[DictRow], definitions: list[dict[str, Any]], code: str, field: str, message: str
 ) -> None:
     with pytest.raises(ValidationError) as caught:
         await admin.schedule_many(conn, definitions)
@@ -121,7 +123,7 @@ async def test_refuses_all_naming_the_definition(
     assert await names(conn) == []
 
 
-async def test_an_existing_name_is_refused(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_an_existing_name_is_refused(conn: psycopg.AsyncConnection[DictRow]) -> None:
     await admin.schedule(conn, "taken", "0 9 * * *", "demo.echo")
     with pytest.raises(ValidationError) as caught:
         await admin.schedule_many(
@@ -135,12 +137,12 @@ async def test_an_existing_name_is_refused(conn: psycopg.AsyncConnection[Any]) -
     assert await names(conn) == ["taken"]
 
 
-async def test_sql_form_and_its_refusal_of_a_non_array(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_sql_form_and_its_refusal_of_a_non_array(conn: psycopg.AsyncConnection[DictRow]) -> None:
     cur = await conn.execute(
         "SELECT agentlab_sched.schedule_many(%s::jsonb) AS n",
         [json.dumps([{"name": f"s{i}", "cron": "H H * * *", "task": "demo.echo"} for i in range(500)])],
     )
-    assert (await cur.fetchone())["n"] == 500  # type: ignore[index]
+    assert fetched(await cur.fetchone())["n"] == 500
     with pytest.raises(psycopg.Error, match="the definitions must be a JSON array of objects"):
         await conn.execute("SELECT agentlab_sched.schedule_many('{}'::jsonb)")
 

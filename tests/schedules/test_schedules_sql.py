@@ -17,9 +17,11 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import conninfo
+from psycopg.rows import DictRow
 
 from agentlab_sched import database as db
 from agentlab_sched import errors
+from tests.support.rows import fetched
 
 S = "agentlab_sched"
 
@@ -32,7 +34,7 @@ class Refusal:
     zh: str
 
 
-def refusal(conn: psycopg.Connection, query: str, params: Any = None) -> Refusal:
+def refusal(conn: psycopg.Connection[DictRow], query: str, params: Any = None) -> Refusal:
     """Run a statement that must be refused, in en and in zh-CN; check Python rebuilds the same error."""
     with pytest.raises(psycopg.Error) as first:
         conn.execute(query, params)
@@ -52,24 +54,26 @@ def refusal(conn: psycopg.Connection, query: str, params: Any = None) -> Refusal
                    second.value.diag.message_primary or "")  # fmt: skip
 
 
-def state(conn: psycopg.Connection) -> tuple[list[dict[str, Any]], int]:
+def state(conn: psycopg.Connection[DictRow]) -> tuple[list[dict[str, Any]], int]:
     """Everything a refused call must leave as it was: the schedules and the audit trail."""
     rows = conn.execute(f"SELECT * FROM {S}.schedules ORDER BY id").fetchall()
-    changes = conn.execute(f"SELECT count(*) AS n FROM {S}.schedule_changes").fetchone()
+    changes = fetched(conn.execute(f"SELECT count(*) AS n FROM {S}.schedule_changes").fetchone())
     return rows, changes["n"]
 
 
-def one(conn: psycopg.Connection, name: str = "daily") -> dict[str, Any]:
+def one(conn: psycopg.Connection[DictRow], name: str = "daily") -> dict[str, Any]:
     row = conn.execute(f"SELECT * FROM {S}.schedules WHERE name = %s", (name,)).fetchone()
     assert row is not None
     return row
 
 
-def make(conn: psycopg.Connection, name: str = "daily", cron: str = "0 9 * * *", **kwargs: Any) -> int:
+def make(conn: psycopg.Connection[DictRow], name: str = "daily", cron: str = "0 9 * * *", **kwargs: Any) -> int:
     args = "".join(f", {k} => %({k})s" for k in kwargs)
-    row = conn.execute(
-        f"SELECT {S}.schedule(%(name)s, %(cron)s, 'demo.echo'{args}) AS id", {"name": name, "cron": cron, **kwargs}
-    ).fetchone()
+    row = fetched(
+        conn.execute(
+            f"SELECT {S}.schedule(%(name)s, %(cron)s, 'demo.echo'{args}) AS id", {"name": name, "cron": cron, **kwargs}
+        ).fetchone()
+    )
     return row["id"]
 
 
@@ -89,13 +93,13 @@ def shared_url(pg_server: str, template_db: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def shared(shared_url: str) -> Iterator[psycopg.Connection]:
+def shared(shared_url: str) -> Iterator[psycopg.Connection[DictRow]]:
     """An autocommit connection (locale en) to the shared database."""
     with db.connect_sync(shared_url, locale="en") as conn:
         yield conn
 
 
-def planned(conn: psycopg.Connection, name: str = "daily", at: str = "2026-03-01 09:00+00") -> None:
+def planned(conn: psycopg.Connection[DictRow], name: str = "daily", at: str = "2026-03-01 09:00+00") -> None:
     """What a worker does after a change: next_run_at filled, replan cleared (bookkeeping)."""
     conn.execute(f"UPDATE {S}.schedules SET next_run_at = %s, replan = NULL WHERE name = %s", (at, name))
 
@@ -103,7 +107,7 @@ def planned(conn: psycopg.Connection, name: str = "daily", at: str = "2026-03-01
 # ------------------------------------------------------------------------------------------ schedule()
 
 
-def test_schedule_creates_with_defaults_and_asks_for_a_plan(sync_conn: psycopg.Connection) -> None:
+def test_schedule_creates_with_defaults_and_asks_for_a_plan(sync_conn: psycopg.Connection[DictRow]) -> None:
     sid = make(sync_conn)
     row = one(sync_conn)
     assert row["id"] == sid
@@ -117,7 +121,7 @@ def test_schedule_creates_with_defaults_and_asks_for_a_plan(sync_conn: psycopg.C
     assert [(c["operation"], c["schedule_id"], c["schedule_name"]) for c in changes] == [("insert", sid, "daily")]
 
 
-def test_schedule_with_every_option(sync_conn: psycopg.Connection) -> None:
+def test_schedule_with_every_option(sync_conn: psycopg.Connection[DictRow]) -> None:
     make(sync_conn, inputs=json.dumps({"day": "{{ schedule.date }}"}), timezone="Asia/Shanghai", queue="reports",
          priority=5, overlap="buffer_one", misfire_grace="10 minutes", timeout="30 minutes", enabled=False,
          catchup="all", max_catchup=3, starts_at="2026-01-01 00:00+08", ends_at="2027-01-01 00:00+08",
@@ -134,7 +138,7 @@ def test_schedule_with_every_option(sync_conn: psycopg.Connection) -> None:
     assert row["paused_at"] is not None
 
 
-def test_schedule_again_updates_the_same_schedule_like_alter(sync_conn: psycopg.Connection) -> None:
+def test_schedule_again_updates_the_same_schedule_like_alter(sync_conn: psycopg.Connection[DictRow]) -> None:
     sid = make(sync_conn, overlap="allow_all", timezone="Asia/Shanghai")
     planned(sync_conn)
     sync_conn.execute(f"SELECT {S}.pause('daily', 'holiday')")
@@ -150,14 +154,14 @@ def test_schedule_again_updates_the_same_schedule_like_alter(sync_conn: psycopg.
     assert one(sync_conn)["timezone"] == "UTC"
 
 
-def test_schedule_declared_again_unchanged_changes_nothing(sync_conn: psycopg.Connection) -> None:
+def test_schedule_declared_again_unchanged_changes_nothing(sync_conn: psycopg.Connection[DictRow]) -> None:
     make(sync_conn)
     before = state(sync_conn)
     make(sync_conn, cron="0  9 * *   *")  # the same expression, other spacing
     assert state(sync_conn) == before
 
 
-def test_schedule_requires_what_it_always_sets(shared: psycopg.Connection) -> None:
+def test_schedule_requires_what_it_always_sets(shared: psycopg.Connection[DictRow]) -> None:
     before = state(shared)
     r = refusal(shared, f"SELECT {S}.schedule('x', NULL, 'demo.echo')")
     assert (r.sqlstate, r.field, r.en, r.zh) == ("22023", "cron", "cron: must be given", "「cron 表达式」必须填写")
@@ -188,7 +192,7 @@ CRON_ERRORS = [
 
 @pytest.mark.parametrize(("cron", "en", "zh"), CRON_ERRORS)
 def test_a_bad_value_in_each_cron_field_is_refused_naming_it(
-    shared: psycopg.Connection, cron: str, en: str, zh: str
+    shared: psycopg.Connection[DictRow], cron: str, en: str, zh: str
 ) -> None:
     before = state(shared)
     r = refusal(shared, f"SELECT {S}.schedule('daily', %s, 'demo.echo')", (cron,))
@@ -196,7 +200,7 @@ def test_a_bad_value_in_each_cron_field_is_refused_naming_it(
     assert state(shared) == before
 
 
-def test_a_bad_cron_in_alter_leaves_the_schedule_as_it_was(sync_conn: psycopg.Connection) -> None:
+def test_a_bad_cron_in_alter_leaves_the_schedule_as_it_was(sync_conn: psycopg.Connection[DictRow]) -> None:
     make(sync_conn)
     before = state(sync_conn)
     r = refusal(sync_conn, f"SELECT {S}.alter_schedule('daily', cron => '0 25 * * *')")
@@ -204,7 +208,7 @@ def test_a_bad_cron_in_alter_leaves_the_schedule_as_it_was(sync_conn: psycopg.Co
     assert state(sync_conn) == before
 
 
-def test_a_bad_time_zone_is_refused(shared: psycopg.Connection) -> None:
+def test_a_bad_time_zone_is_refused(shared: psycopg.Connection[DictRow]) -> None:
     before = state(shared)
     r = refusal(shared, f"SELECT {S}.schedule('daily', '0 9 * * *', 'demo.echo', timezone => 'Mars/Olympus')")
     assert (r.sqlstate, r.field) == ("22023", "timezone")
@@ -231,17 +235,17 @@ NAME_ERRORS = [
 
 
 @pytest.mark.parametrize(("name", "en", "zh"), NAME_ERRORS)
-def test_bad_names_are_refused(shared: psycopg.Connection, name: str, en: str, zh: str) -> None:
+def test_bad_names_are_refused(shared: psycopg.Connection[DictRow], name: str, en: str, zh: str) -> None:
     before = state(shared)
     r = refusal(shared, f"SELECT {S}.schedule(%s, '0 9 * * *', 'demo.echo')", (name,))
     assert (r.sqlstate, r.field, r.en, r.zh) == ("22023", "name", en, zh)
     assert state(shared) == before
 
 
-def test_a_name_of_200_characters_and_any_script_is_fine(sync_conn: psycopg.Connection) -> None:
+def test_a_name_of_200_characters_and_any_script_is_fine(sync_conn: psycopg.Connection[DictRow]) -> None:
     make(sync_conn, name="x" * 200)
     make(sync_conn, name="门店周报 daily report")
-    assert sync_conn.execute(f"SELECT count(*) AS n FROM {S}.schedules").fetchone()["n"] == 2
+    assert fetched(sync_conn.execute(f"SELECT count(*) AS n FROM {S}.schedules").fetchone())["n"] == 2
 
 
 OPTION_ERRORS = [
@@ -286,7 +290,7 @@ OPTION_ERRORS = [
 
 @pytest.mark.parametrize(("args", "field", "en", "zh"), OPTION_ERRORS)
 def test_bad_options_are_refused_naming_the_field_and_value(
-    shared: psycopg.Connection, args: str, field: str, en: str, zh: str
+    shared: psycopg.Connection[DictRow], args: str, field: str, en: str, zh: str
 ) -> None:
     before = state(shared)
     r = refusal(shared, f"SELECT {S}.schedule('daily', '0 9 * * *', {args})")
@@ -294,7 +298,7 @@ def test_bad_options_are_refused_naming_the_field_and_value(
     assert state(shared) == before
 
 
-def test_an_unknown_placeholder_in_inputs_is_refused_when_saved(shared: psycopg.Connection) -> None:
+def test_an_unknown_placeholder_in_inputs_is_refused_when_saved(shared: psycopg.Connection[DictRow]) -> None:
     before = state(shared)
     r = refusal(shared, f"SELECT {S}.schedule('daily', '0 9 * * *', 'demo.echo', '{{\"d\": \"{{{{ today }}}}\"}}')")
     assert (r.sqlstate, r.field) == ("22023", "inputs")
@@ -305,12 +309,14 @@ def test_an_unknown_placeholder_in_inputs_is_refused_when_saved(shared: psycopg.
 # --------------------------------------------------------------------------------- alter_schedule()
 
 
-def test_alter_changes_only_what_is_given_and_bumps_the_version(sync_conn: psycopg.Connection) -> None:
+def test_alter_changes_only_what_is_given_and_bumps_the_version(sync_conn: psycopg.Connection[DictRow]) -> None:
     make(sync_conn, timezone="Asia/Shanghai", overlap="allow_all", timeout="1 hour")
     before = one(sync_conn)
-    version = sync_conn.execute(
-        f"SELECT {S}.alter_schedule('daily', inputs => '{{\"a\": 1}}', misfire_grace => '5 minutes') AS v"
-    ).fetchone()["v"]
+    version = fetched(
+        sync_conn.execute(
+            f"SELECT {S}.alter_schedule('daily', inputs => '{{\"a\": 1}}', misfire_grace => '5 minutes') AS v"
+        ).fetchone()
+    )["v"]
     after = one(sync_conn)
     assert version == after["version"] == 2
     assert after["inputs"] == {"a": 1} and str(after["misfire_grace"]) == "0:05:00"
@@ -319,18 +325,20 @@ def test_alter_changes_only_what_is_given_and_bumps_the_version(sync_conn: psyco
     assert after["updated_at"] >= before["updated_at"]
 
 
-def test_alter_with_equal_values_is_no_change(sync_conn: psycopg.Connection) -> None:
+def test_alter_with_equal_values_is_no_change(sync_conn: psycopg.Connection[DictRow]) -> None:
     make(sync_conn, misfire_grace="1 day")
     before = state(sync_conn)
-    version = sync_conn.execute(
-        f"""SELECT {S}.alter_schedule('daily', cron => ' 0 9 * * * ', misfire_grace => '24 hours',
+    version = fetched(
+        sync_conn.execute(
+            f"""SELECT {S}.alter_schedule('daily', cron => ' 0 9 * * * ', misfire_grace => '24 hours',
                                       inputs => '{{}}', enabled => true) AS v"""
-    ).fetchone()["v"]
+        ).fetchone()
+    )["v"]
     assert version == 1
     assert state(sync_conn) == before
 
 
-def test_every_field_alter_takes(sync_conn: psycopg.Connection) -> None:
+def test_every_field_alter_takes(sync_conn: psycopg.Connection[DictRow]) -> None:
     make(sync_conn)
     sync_conn.execute(
         f"""SELECT {S}.alter_schedule('daily', cron => '*/5 * * * *', timezone => 'Europe/Berlin',
@@ -349,7 +357,7 @@ def test_every_field_alter_takes(sync_conn: psycopg.Connection) -> None:
     assert row["version"] == 2  # one change, however many fields
 
 
-def test_alter_clears_optional_fields(sync_conn: psycopg.Connection) -> None:
+def test_alter_clears_optional_fields(sync_conn: psycopg.Connection[DictRow]) -> None:
     make(sync_conn, timeout="1 hour", remaining_runs=3, pause_after_failures=2,
          starts_at="2026-01-01 00:00+00", ends_at="2027-01-01 00:00+00")  # fmt: skip
     sync_conn.execute(
@@ -360,7 +368,7 @@ def test_alter_clears_optional_fields(sync_conn: psycopg.Connection) -> None:
     assert [row[c] for c in ("timeout", "remaining_runs", "pause_after_failures", "starts_at", "ends_at")] == [None] * 5
 
 
-def test_alter_refuses_what_cannot_be_cleared(sync_conn: psycopg.Connection) -> None:
+def test_alter_refuses_what_cannot_be_cleared(sync_conn: psycopg.Connection[DictRow]) -> None:
     make(sync_conn)
     before = state(sync_conn)
     r = refusal(sync_conn, f"SELECT {S}.alter_schedule('daily', clear => ARRAY['cron'])")
@@ -378,7 +386,7 @@ def test_alter_refuses_what_cannot_be_cleared(sync_conn: psycopg.Connection) -> 
     assert state(sync_conn) == before
 
 
-def test_alter_an_unknown_schedule(sync_conn: psycopg.Connection) -> None:
+def test_alter_an_unknown_schedule(sync_conn: psycopg.Connection[DictRow]) -> None:
     r = refusal(sync_conn, f"SELECT {S}.alter_schedule('nope', cron => '0 9 * * *')")
     assert (r.sqlstate, r.field, r.en, r.zh) == (
         "P0002",
@@ -389,13 +397,13 @@ def test_alter_an_unknown_schedule(sync_conn: psycopg.Connection) -> None:
     assert isinstance(errors.from_database(_raised(sync_conn, f"SELECT {S}.alter_schedule('nope')")), errors.NotFound)
 
 
-def _raised(conn: psycopg.Connection, query: str) -> psycopg.Error:
+def _raised(conn: psycopg.Connection[DictRow], query: str) -> psycopg.Error:
     with pytest.raises(psycopg.Error) as err:
         conn.execute(query)
     return err.value
 
 
-def test_rename_onto_an_existing_name_is_refused(sync_conn: psycopg.Connection) -> None:
+def test_rename_onto_an_existing_name_is_refused(sync_conn: psycopg.Connection[DictRow]) -> None:
     make(sync_conn, "a")
     make(sync_conn, "b")
     before = state(sync_conn)
@@ -405,7 +413,7 @@ def test_rename_onto_an_existing_name_is_refused(sync_conn: psycopg.Connection) 
     assert state(sync_conn) == before
 
 
-def test_a_stale_expected_version_is_refused_and_nothing_changes(sync_conn: psycopg.Connection) -> None:
+def test_a_stale_expected_version_is_refused_and_nothing_changes(sync_conn: psycopg.Connection[DictRow]) -> None:
     make(sync_conn)
     sync_conn.execute(f"SELECT {S}.alter_schedule('daily', inputs => '{{\"a\": 1}}', expected_version => 1)")
     before = state(sync_conn)
@@ -420,7 +428,7 @@ def test_a_stale_expected_version_is_refused_and_nothing_changes(sync_conn: psyc
     assert isinstance(errors.from_database(stale), errors.Conflict)
 
 
-def test_two_sessions_altering_at_once_exactly_one_wins(db_url: str, sync_conn: psycopg.Connection) -> None:
+def test_two_sessions_altering_at_once_exactly_one_wins(db_url: str, sync_conn: psycopg.Connection[DictRow]) -> None:
     make(sync_conn)
     results: dict[str, object] = {}
     first = db.connect_sync(db_url, locale="en", autocommit=False)
@@ -455,13 +463,16 @@ def test_two_sessions_altering_at_once_exactly_one_wins(db_url: str, sync_conn: 
     assert [o["operation"] for o in ops] == ["insert", "update"]
 
 
-def _wait_until_blocked(conn: psycopg.Connection) -> None:
+def _wait_until_blocked(conn: psycopg.Connection[DictRow]) -> None:
     """Until another session of this database waits for a row lock."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        row = conn.execute(
-            "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
-        ).fetchone()
+        row = fetched(
+            conn.execute(
+                "SELECT count(*) AS n FROM pg_stat_activity"
+                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            ).fetchone()
+        )
         if row["n"]:
             return
         time.sleep(0.01)
@@ -471,7 +482,7 @@ def _wait_until_blocked(conn: psycopg.Connection) -> None:
 # ------------------------------------------------------------------------------- replan (next_run_at)
 
 
-def test_a_real_cron_change_continues_from_the_pending_due_time(sync_conn: psycopg.Connection) -> None:
+def test_a_real_cron_change_continues_from_the_pending_due_time(sync_conn: psycopg.Connection[DictRow]) -> None:
     make(sync_conn)
     planned(sync_conn, at="2026-03-01 09:00+00")
     sync_conn.execute(f"SELECT {S}.alter_schedule('daily', cron => '0 9,10 * * *')")
@@ -480,7 +491,7 @@ def test_a_real_cron_change_continues_from_the_pending_due_time(sync_conn: psyco
     assert (row["replan"], str(row["next_run_at"])) == ("pending", "2026-03-01 09:00:00+00:00")
 
 
-def test_a_time_zone_change_continues_from_the_pending_due_time(sync_conn: psycopg.Connection) -> None:
+def test_a_time_zone_change_continues_from_the_pending_due_time(sync_conn: psycopg.Connection[DictRow]) -> None:
     make(sync_conn)
     planned(sync_conn)
     sync_conn.execute(f"SELECT {S}.alter_schedule('daily', timezone => 'Asia/Shanghai')")
@@ -492,7 +503,7 @@ def test_a_time_zone_change_continues_from_the_pending_due_time(sync_conn: psyco
     ["inputs => '{\"a\": 1}'", "overlap => 'allow_all'", "misfire_grace => '5 minutes'", "timeout => '1 hour'",
      "task => 'demo.sleep'", "cron => '0 9 * * *'", "cron => '0  9 * * *'", "timezone => 'UTC'"],
 )  # fmt: skip
-def test_no_replan_without_a_real_change_of_when(sync_conn: psycopg.Connection, change: str) -> None:
+def test_no_replan_without_a_real_change_of_when(sync_conn: psycopg.Connection[DictRow], change: str) -> None:
     make(sync_conn)
     planned(sync_conn)
     sync_conn.execute(f"SELECT {S}.alter_schedule('daily', {change})")
@@ -500,7 +511,7 @@ def test_no_replan_without_a_real_change_of_when(sync_conn: psycopg.Connection, 
     assert (row["replan"], str(row["next_run_at"])) == (None, "2026-03-01 09:00:00+00:00")
 
 
-def test_a_window_change_or_more_runs_replans(sync_conn: psycopg.Connection) -> None:
+def test_a_window_change_or_more_runs_replans(sync_conn: psycopg.Connection[DictRow]) -> None:
     make(sync_conn, remaining_runs=0)
     planned(sync_conn)
     sync_conn.execute(f"UPDATE {S}.schedules SET next_run_at = NULL")  # out of runs: a worker stopped it
@@ -511,7 +522,7 @@ def test_a_window_change_or_more_runs_replans(sync_conn: psycopg.Connection) -> 
     assert one(sync_conn)["replan"] == "pending"
 
 
-def test_disabling_clears_the_pending_fire_and_enabling_plans_from_now(sync_conn: psycopg.Connection) -> None:
+def test_disabling_clears_the_pending_fire_and_enabling_plans_from_now(sync_conn: psycopg.Connection[DictRow]) -> None:
     make(sync_conn)
     planned(sync_conn)
     sync_conn.execute(f"SELECT {S}.alter_schedule('daily', enabled => false)")
@@ -529,42 +540,42 @@ def test_disabling_clears_the_pending_fire_and_enabling_plans_from_now(sync_conn
 # ----------------------------------------------------------------------- unschedule, pause, resume
 
 
-def test_unschedule(sync_conn: psycopg.Connection) -> None:
+def test_unschedule(sync_conn: psycopg.Connection[DictRow]) -> None:
     sid = make(sync_conn)
-    assert sync_conn.execute(f"SELECT {S}.unschedule('daily') AS ok").fetchone()["ok"] is True
-    assert sync_conn.execute(f"SELECT {S}.unschedule('daily') AS ok").fetchone()["ok"] is False
-    last = sync_conn.execute(f"SELECT * FROM {S}.schedule_changes ORDER BY id DESC LIMIT 1").fetchone()
+    assert fetched(sync_conn.execute(f"SELECT {S}.unschedule('daily') AS ok").fetchone())["ok"] is True
+    assert fetched(sync_conn.execute(f"SELECT {S}.unschedule('daily') AS ok").fetchone())["ok"] is False
+    last = fetched(sync_conn.execute(f"SELECT * FROM {S}.schedule_changes ORDER BY id DESC LIMIT 1").fetchone())
     assert (last["operation"], last["schedule_id"], last["new_values"]) == ("delete", sid, None)
     assert last["old_values"]["name"] == "daily"
     r = refusal(sync_conn, f"SELECT {S}.unschedule('')")
     assert (r.field, r.en) == ("name", "name: must not be empty")
 
 
-def test_pause_and_resume(sync_conn: psycopg.Connection) -> None:
+def test_pause_and_resume(sync_conn: psycopg.Connection[DictRow]) -> None:
     make(sync_conn)
     planned(sync_conn)
     sync_conn.execute(f"UPDATE {S}.schedules SET consecutive_failures = 2")
-    assert sync_conn.execute(f"SELECT {S}.pause('daily', 'holiday') AS ok").fetchone()["ok"] is True
+    assert fetched(sync_conn.execute(f"SELECT {S}.pause('daily', 'holiday') AS ok").fetchone())["ok"] is True
     row = one(sync_conn)
     assert (row["enabled"], row["paused_reason"], row["next_run_at"], row["replan"]) == (False, "holiday", None, None)
     paused_at = row["paused_at"]
     assert paused_at is not None
     # Paused again: false; a new reason replaces the old one, paused_at stays.
-    assert sync_conn.execute(f"SELECT {S}.pause('daily') AS ok").fetchone()["ok"] is False
+    assert fetched(sync_conn.execute(f"SELECT {S}.pause('daily') AS ok").fetchone())["ok"] is False
     assert one(sync_conn)["paused_reason"] == "holiday"
-    assert sync_conn.execute(f"SELECT {S}.pause('daily', 'audit') AS ok").fetchone()["ok"] is False
+    assert fetched(sync_conn.execute(f"SELECT {S}.pause('daily', 'audit') AS ok").fetchone())["ok"] is False
     assert (one(sync_conn)["paused_reason"], one(sync_conn)["paused_at"]) == ("audit", paused_at)
 
-    assert sync_conn.execute(f"SELECT {S}.resume('daily') AS ok").fetchone()["ok"] is True
+    assert fetched(sync_conn.execute(f"SELECT {S}.resume('daily') AS ok").fetchone())["ok"] is True
     row = one(sync_conn)
     # Resumed: the next fire is planned after now (replan = 'now'), never the paused time replayed.
     assert (row["enabled"], row["replan"], row["next_run_at"]) == (True, "now", None)
     assert (row["paused_reason"], row["paused_at"], row["consecutive_failures"]) == (None, None, 0)
-    assert sync_conn.execute(f"SELECT {S}.resume('daily') AS ok").fetchone()["ok"] is False
+    assert fetched(sync_conn.execute(f"SELECT {S}.resume('daily') AS ok").fetchone())["ok"] is False
 
 
 @pytest.mark.parametrize("call", ["pause('nope')", "resume('nope')"])
-def test_pause_and_resume_an_unknown_schedule(sync_conn: psycopg.Connection, call: str) -> None:
+def test_pause_and_resume_an_unknown_schedule(sync_conn: psycopg.Connection[DictRow], call: str) -> None:
     r = refusal(sync_conn, f"SELECT {S}.{call}")
     assert (r.sqlstate, r.field, r.en, r.zh) == (
         "P0002",
@@ -577,7 +588,7 @@ def test_pause_and_resume_an_unknown_schedule(sync_conn: psycopg.Connection, cal
 # ------------------------------------------------------------------- raw INSERT / UPDATE, constraints
 
 
-def test_raw_insert_and_update_are_validated_the_same_way(sync_conn: psycopg.Connection) -> None:
+def test_raw_insert_and_update_are_validated_the_same_way(sync_conn: psycopg.Connection[DictRow]) -> None:
     r = refusal(
         sync_conn, f"INSERT INTO {S}.schedules (name, cron, task, overlap) VALUES ('x', '0 9 * * *', 't', 'no')"
     )
@@ -606,7 +617,9 @@ def test_raw_insert_and_update_are_validated_the_same_way(sync_conn: psycopg.Con
 @pytest.mark.parametrize(
     ("column", "field"), [("webhook_url_enc", "webhook_url"), ("webhook_secret_enc", "webhook_secret")]
 )
-def test_plaintext_webhook_secrets_are_refused_in_sql(sync_conn: psycopg.Connection, column: str, field: str) -> None:
+def test_plaintext_webhook_secrets_are_refused_in_sql(
+    sync_conn: psycopg.Connection[DictRow], column: str, field: str
+) -> None:
     make(sync_conn)
     before = state(sync_conn)
     r = refusal(sync_conn, f"UPDATE {S}.schedules SET {column} = 'https://open.feishu.cn/hook/abc'")
@@ -655,7 +668,7 @@ def test_check_constraints_are_the_last_line_of_defence(
 # --------------------------------------------------------------------------------- audit, NOTIFY
 
 
-def test_audit_rows_say_who_and_what_with_secrets_masked(sync_conn: psycopg.Connection) -> None:
+def test_audit_rows_say_who_and_what_with_secrets_masked(sync_conn: psycopg.Connection[DictRow]) -> None:
     sync_conn.execute("SET application_name = 'audit-test'")
     sid = make(sync_conn)
     sync_conn.execute(
@@ -666,7 +679,7 @@ def test_audit_rows_say_who_and_what_with_secrets_masked(sync_conn: psycopg.Conn
     sync_conn.execute(f"SELECT {S}.unschedule('daily')")
     rows = sync_conn.execute(f"SELECT * FROM {S}.schedule_changes ORDER BY id").fetchall()
     assert [r["operation"] for r in rows] == ["insert", "update", "update", "delete"]
-    user = sync_conn.execute("SELECT current_user AS u").fetchone()["u"]
+    user = fetched(sync_conn.execute("SELECT current_user AS u").fetchone())["u"]
     for r in rows:
         assert (r["schedule_id"], r["schedule_name"], r["db_role"], r["application_name"]) == (
             sid, "daily", user, "audit-test")  # fmt: skip
@@ -680,7 +693,7 @@ def test_audit_rows_say_who_and_what_with_secrets_masked(sync_conn: psycopg.Conn
     assert "ciphertext" not in dump and "gAAAAA" not in dump
 
 
-def test_bookkeeping_by_the_scheduler_is_not_a_change(sync_conn: psycopg.Connection) -> None:
+def test_bookkeeping_by_the_scheduler_is_not_a_change(sync_conn: psycopg.Connection[DictRow]) -> None:
     make(sync_conn)
     before = one(sync_conn)
     sync_conn.execute(
@@ -689,14 +702,14 @@ def test_bookkeeping_by_the_scheduler_is_not_a_change(sync_conn: psycopg.Connect
     )
     after = one(sync_conn)
     assert (after["version"], after["updated_at"]) == (before["version"], before["updated_at"])
-    assert sync_conn.execute(f"SELECT count(*) AS n FROM {S}.schedule_changes").fetchone()["n"] == 1
+    assert fetched(sync_conn.execute(f"SELECT count(*) AS n FROM {S}.schedule_changes").fetchone())["n"] == 1
     # Nor can the version be set by hand: refused with a message, not silently ignored.
     with pytest.raises(psycopg.errors.InvalidParameterValue, match=r"^version: cannot be set \(asked for 99\)"):
         sync_conn.execute(f"UPDATE {S}.schedules SET version = 99")
     assert one(sync_conn)["version"] == before["version"]
 
 
-def test_every_change_notifies_the_workers(db_url: str, sync_conn: psycopg.Connection) -> None:
+def test_every_change_notifies_the_workers(db_url: str, sync_conn: psycopg.Connection[DictRow]) -> None:
     with db.connect_sync(db_url) as listener:
         listener.execute("LISTEN agentlab_sched_schedules")
         sid = make(sync_conn)
@@ -714,24 +727,30 @@ def test_every_change_notifies_the_workers(db_url: str, sync_conn: psycopg.Conne
 # -------------------------------------------------------------------------------------------- views
 
 
-def _fire(conn: psycopg.Connection, sid: int, at: str, status: str = "started", run: Any = None, **kw: Any) -> int:
-    row = conn.execute(
-        f"""INSERT INTO {S}.fires (schedule_id, fire_at, kind, status, reason_code, reason, run_id)
+def _fire(
+    conn: psycopg.Connection[DictRow], sid: int, at: str, status: str = "started", run: Any = None, **kw: Any
+) -> int:
+    row = fetched(
+        conn.execute(
+            f"""INSERT INTO {S}.fires (schedule_id, fire_at, kind, status, reason_code, reason, run_id)
             VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id""",
-        (sid, at, kw.get("kind", "scheduled"), status, kw.get("reason_code"), kw.get("reason"), run),
-    ).fetchone()
+            (sid, at, kw.get("kind", "scheduled"), status, kw.get("reason_code"), kw.get("reason"), run),
+        ).fetchone()
+    )
     return row["id"]
 
 
-def _run(conn: psycopg.Connection, sid: int, status: str, created: str) -> Any:
-    return conn.execute(
-        f"""INSERT INTO {S}.runs (schedule_id, task, status, started_by, created_at)
+def _run(conn: psycopg.Connection[DictRow], sid: int, status: str, created: str) -> Any:
+    return fetched(
+        conn.execute(
+            f"""INSERT INTO {S}.runs (schedule_id, task, status, started_by, created_at)
             VALUES (%s, 'demo.echo', %s, 'schedule:daily', %s) RETURNING id""",
-        (sid, status, created),
-    ).fetchone()["id"]
+            (sid, status, created),
+        ).fetchone()
+    )["id"]
 
 
-def test_schedule_status_shows_next_and_last_with_the_webhook_masked(sync_conn: psycopg.Connection) -> None:
+def test_schedule_status_shows_next_and_last_with_the_webhook_masked(sync_conn: psycopg.Connection[DictRow]) -> None:
     sid = make(sync_conn, timezone="Asia/Shanghai")
     make(sync_conn, "quiet")
     planned(sync_conn, at="2026-03-02 01:00+00")
@@ -762,7 +781,7 @@ def test_schedule_status_shows_next_and_last_with_the_webhook_masked(sync_conn: 
     assert quiet["replan"] == "now"
 
 
-def test_fire_history_is_the_ledger_with_run_outcomes_newest_first(sync_conn: psycopg.Connection) -> None:
+def test_fire_history_is_the_ledger_with_run_outcomes_newest_first(sync_conn: psycopg.Connection[DictRow]) -> None:
     sid = make(sync_conn)
     run = _run(sync_conn, sid, "running", "2026-03-01 09:00+00")
     first = _fire(sync_conn, sid, "2026-03-01 09:00+00", run=run)
@@ -775,7 +794,7 @@ def test_fire_history_is_the_ledger_with_run_outcomes_newest_first(sync_conn: ps
     assert (rows[1]["run_id"], rows[1]["run_status"], rows[1]["kind"]) == (run, "running", "scheduled")
 
 
-def test_overdue_shows_schedules_nothing_is_firing(sync_conn: psycopg.Connection) -> None:
+def test_overdue_shows_schedules_nothing_is_firing(sync_conn: psycopg.Connection[DictRow]) -> None:
     make(sync_conn, "late")
     make(sync_conn, "on-time")
     make(sync_conn, "paused")

@@ -7,11 +7,13 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.rows import DictRow
 from typer.testing import CliRunner
 
 from agentlab_sched.cli import app
 from agentlab_sched.errors import UnknownTaskWarning
 from agentlab_sched.schedules import admin
+from tests.support.rows import fetched
 
 ENV = {"AGENTLAB_SCHED_LOCALE": None, "AGENTLAB_SCHED_DATABASE_URL": None, "AGENTLAB_SCHED_SECRET_KEY": None}
 EN = (
@@ -27,7 +29,7 @@ def _add(url: str, *args: str) -> Any:
     )  # fmt: skip
 
 
-def test_the_cli_saves_it_and_warns_in_the_locale(db_url: str, sync_conn: psycopg.Connection) -> None:
+def test_the_cli_saves_it_and_warns_in_the_locale(db_url: str, sync_conn: psycopg.Connection[DictRow]) -> None:
     result = _add(db_url)
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith('added schedule "weekly"')
@@ -38,13 +40,13 @@ def test_the_cli_saves_it_and_warns_in_the_locale(db_url: str, sync_conn: psycop
     assert "注意:没有在线的 worker 注册过任务 reports.weekly;定时任务已保存" in zh.stderr
 
 
-def test_no_warning_once_a_worker_registered_the_task(db_url: str, sync_conn: psycopg.Connection) -> None:
+def test_no_warning_once_a_worker_registered_the_task(db_url: str, sync_conn: psycopg.Connection[DictRow]) -> None:
     sync_conn.execute("SELECT agentlab_sched.register_tasks(ARRAY['reports.weekly'])")
     result = _add(db_url)
     assert result.exit_code == 0 and "warning" not in result.stderr
 
 
-async def test_python_warns_with_the_task(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_python_warns_with_the_task(conn: psycopg.AsyncConnection[DictRow]) -> None:
     with pytest.warns(UnknownTaskWarning) as caught:
         s = await admin.schedule(conn, "weekly", "0 9 * * 1", "reports.weekly")
     assert s.task == "reports.weekly"  # saved
@@ -57,9 +59,9 @@ async def test_python_warns_with_the_task(conn: psycopg.AsyncConnection[Any]) ->
         await admin.alter(conn, "weekly", task="reports.monthly")
 
 
-def test_sql_raises_a_warning_the_client_sees(sync_conn: psycopg.Connection) -> None:
+def test_sql_raises_a_warning_the_client_sees(sync_conn: psycopg.Connection[DictRow]) -> None:
     notices: list[tuple[str | None, str | None]] = []
     sync_conn.add_notice_handler(lambda n: notices.append((n.severity_nonlocalized, n.message_primary)))
     sync_conn.execute("SELECT agentlab_sched.schedule('weekly', '0 9 * * 1', 'reports.weekly')")
     assert notices == [("WARNING", EN)]
-    assert sync_conn.execute("SELECT count(*) AS n FROM agentlab_sched.schedules").fetchone()["n"] == 1
+    assert fetched(sync_conn.execute("SELECT count(*) AS n FROM agentlab_sched.schedules").fetchone())["n"] == 1

@@ -6,9 +6,8 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import psycopg
-
 from agentlab_sched.settings import Settings
+from tests.support.rows import Conn
 
 #: Shanghai 2026-10-05 (a Monday) 09:00.
 NINE = datetime(2026, 10, 5, 1, 0, tzinfo=UTC)
@@ -17,7 +16,7 @@ ZH = Settings(locale="zh-CN")
 
 
 async def make_schedule(
-    conn: psycopg.AsyncConnection[Any],
+    conn: Conn,
     name: str = "store-report",
     *,
     cron: str = "0 9 * * *",
@@ -51,29 +50,29 @@ async def make_schedule(
     return row["id"]
 
 
-async def fires(conn: psycopg.AsyncConnection[Any], sid: int) -> list[dict[str, Any]]:
+async def fires(conn: Conn, sid: int) -> list[dict[str, Any]]:
     cur = await conn.execute("SELECT * FROM agentlab_sched.fires WHERE schedule_id = %s ORDER BY fire_at, id", (sid,))
     return await cur.fetchall()
 
 
-async def runs_of(conn: psycopg.AsyncConnection[Any], sid: int) -> list[dict[str, Any]]:
+async def runs_of(conn: Conn, sid: int) -> list[dict[str, Any]]:
     cur = await conn.execute("SELECT * FROM agentlab_sched.runs WHERE schedule_id = %s ORDER BY created_at, id", (sid,))
     return await cur.fetchall()
 
 
-async def next_of(conn: psycopg.AsyncConnection[Any], sid: int) -> datetime | None:
+async def next_of(conn: Conn, sid: int) -> datetime | None:
     cur = await conn.execute("SELECT next_run_at FROM agentlab_sched.schedules WHERE id = %s", (sid,))
     row = await cur.fetchone()
     assert row is not None
     return row["next_run_at"]
 
 
-async def job(conn: psycopg.AsyncConnection[Any], job_id: int) -> dict[str, Any]:
+async def job(conn: Conn, job_id: int) -> dict[str, Any]:
     cur = await conn.execute("SELECT * FROM procrastinate_jobs WHERE id = %s", (job_id,))
     row = await cur.fetchone()
     assert row is not None
     return row
 
 
-async def set_job_status(conn: psycopg.AsyncConnection[Any], job_id: int, status: str) -> None:
+async def set_job_status(conn: Conn, job_id: int, status: str) -> None:
     await conn.execute("UPDATE procrastinate_jobs SET status = %s WHERE id = %s", (status, job_id))

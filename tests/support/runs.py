@@ -6,10 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import psycopg
-from psycopg.rows import DictRow
-
-Conn = psycopg.AsyncConnection[DictRow]
+from tests.support.rows import Conn
 
 
 async def launch(conn: Conn, sid: int, who: str = "manual:test") -> dict[str, Any]:

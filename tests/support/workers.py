@@ -12,16 +12,13 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import procrastinate
-import psycopg
 from procrastinate import jobs as pjobs
-from psycopg.rows import DictRow
 
 from agentlab_sched import install
 from agentlab_sched.settings import Settings
 from agentlab_sched.worker.process import connector_for, run_worker
+from tests.support.rows import Conn
 from tests.support.runs import run_row
-
-Conn = psycopg.AsyncConnection[DictRow]
 
 #: A worker without the scheduler (no tick, no precise loop): only what a test puts in the queue runs.
 QUIET = Settings(locale="en", scheduler=False)

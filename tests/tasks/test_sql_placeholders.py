@@ -7,19 +7,19 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.rows import DictRow
 
 from agentlab_sched.firing.tick import fire_due
 from agentlab_sched.schedules import admin
 from agentlab_sched.settings import Settings
+from tests.support.rows import Conn, fetched
 from tests.support.runs import launch
 from tests.support.security_helpers import Roles
 
-Conn = psycopg.AsyncConnection[Any]
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 EVIL = "x'); DO $$ BEGIN RAISE 'pwned'; END $$; --"
 
@@ -33,15 +33,17 @@ def roles(db_url: str) -> Iterator[Roles]:
         made.drop_all()
 
 
-def _render(c: psycopg.Connection, command: str, name: str) -> str:
-    return c.execute(
-        "SELECT agentlab_sched.render_sql_command(%s, agentlab_sched.template_values("
-        "'2026-03-01 03:00+00', 'UTC', %s, 'scheduled')) AS r",
-        (command, name),
-    ).fetchone()["r"]
+def _render(c: psycopg.Connection[DictRow], command: str, name: str) -> str:
+    return fetched(
+        c.execute(
+            "SELECT agentlab_sched.render_sql_command(%s, agentlab_sched.template_values("
+            "'2026-03-01 03:00+00', 'UTC', %s, 'scheduled')) AS r",
+            (command, name),
+        ).fetchone()
+    )["r"]
 
 
-def _refusal(c: psycopg.Connection, command: str, name: str) -> tuple[str, str]:
+def _refusal(c: psycopg.Connection[DictRow], command: str, name: str) -> tuple[str, str]:
     with pytest.raises(psycopg.errors.InvalidParameterValue) as caught:
         _render(c, command, name)
     detail = json.loads(caught.value.diag.message_detail or "{}")
@@ -49,7 +51,7 @@ def _refusal(c: psycopg.Connection, command: str, name: str) -> tuple[str, str]:
 
 
 def test_a_placeholder_in_the_sql_is_a_literal_and_inside_quoted_text_cannot_end_it(
-    sync_conn: psycopg.Connection,
+    sync_conn: psycopg.Connection[DictRow],
 ) -> None:
     c = sync_conn
     assert _render(c, "INSERT INTO log VALUES ({{ schedule.name }})", EVIL) == (
@@ -86,7 +88,7 @@ def test_a_placeholder_in_the_sql_is_a_literal_and_inside_quoted_text_cannot_end
 
 async def test_a_renamed_schedule_fires_its_name_as_a_literal(conn: Conn, roles: Roles) -> None:
     reporting = roles.login("reporting")
-    here = psycopg.conninfo.conninfo_to_dict(conn.info.dsn)["dbname"]
+    here = conn.info.dbname
     s = await admin.schedule_sql(
         conn, "log", "0 3 * * *", "INSERT INTO log VALUES ({{ schedule.name }}, '{{ schedule.date }}')",
         database=here, username=reporting, now=NOW,
@@ -114,7 +116,8 @@ def test_renaming_a_sql_schedule_needs_the_sql_privilege(db_url: str, roles: Rol
         c.execute("SELECT agentlab_sched.alter_schedule('plain', new_name => 'plain-2')")  # other tasks: fine
         with pytest.raises(psycopg.errors.InsufficientPrivilege) as caught:
             c.execute("SELECT agentlab_sched.alter_schedule('nightly', new_name => %s)", (EVIL,))
-    assert json.loads(caught.value.diag.message_detail)["code"] == "sql.not_allowed"
+    detail = caught.value.diag.message_detail
+    assert detail is not None and json.loads(detail)["code"] == "sql.not_allowed"
     with psycopg.connect(db_url) as c:
         names = [r[0] for r in c.execute("SELECT name FROM agentlab_sched.schedules ORDER BY name")]
     assert names == ["nightly", "plain-2"]
@@ -131,12 +134,13 @@ def test_renaming_a_sql_schedule_needs_the_sql_privilege(db_url: str, roles: Rol
 async def test_a_scheduled_fire_renders_the_command_the_same_way(conn: Conn, roles: Roles) -> None:
     """The tick's set-based launch leaves a sql command with placeholders to launch()."""
     reporting = roles.login("reporting")
-    here = psycopg.conninfo.conninfo_to_dict(conn.info.dsn)["dbname"]
+    here = conn.info.dbname
     s = await admin.schedule_sql(
         conn, EVIL, "0 3 * * *", "INSERT INTO log VALUES ({{ schedule.name }})", database=here, username=reporting,
         now=NOW,
     )  # fmt: skip
     await conn.execute("SELECT agentlab_sched.register_tasks(ARRAY['agentlab_sched:sql'])")
+    assert s.next_run_at is not None
     await fire_due(conn, s.next_run_at + timedelta(seconds=1), settings=Settings(locale="en"))
     cur = await conn.execute("SELECT inputs ->> 'command' AS command FROM agentlab_sched.runs")
     assert await cur.fetchall() == [

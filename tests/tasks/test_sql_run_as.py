@@ -26,10 +26,10 @@ from agentlab_sched.schedules import admin
 from agentlab_sched.tasks import sql as sql_task
 from agentlab_sched.tasks.sql import SQL_TASK, SqlTaskError, run_as_conninfo, run_sql
 from tests.support.cli import ok
+from tests.support.rows import Conn, fetched
 from tests.support.runs import launch
 from tests.support.workers import run_in, wait_for, worker
 
-Conn = psycopg.AsyncConnection[Any]
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 PASSWORD = "run-as-test"
 _counter = itertools.count()
@@ -85,7 +85,7 @@ def data_db(pg_server: str) -> Iterator[str]:
 def made(pg_server: str, db_url: str, data_db: str) -> Iterator[Made]:
     roles = Made(pg_server)
     yield roles
-    roles.drop([conninfo.conninfo_to_dict(db_url)["dbname"], data_db])
+    roles.drop([str(conninfo.conninfo_to_dict(db_url)["dbname"]), data_db])
 
 
 @pytest.fixture
@@ -94,7 +94,7 @@ def password_group(pg_server: str) -> Iterator[str]:
     in the test server's pg_hba.conf (the embedded server trusts every local connection otherwise)."""
     group = f"pw_required_{os.getpid()}_{next(_counter)}"
     with psycopg.connect(pg_server, autocommit=True) as c:
-        hba = Path(c.execute("SHOW hba_file").fetchone()[0])
+        hba = Path(fetched(c.execute("SHOW hba_file").fetchone())[0])
         if not os.access(hba, os.W_OK):
             pytest.skip(f"needs to edit the test server's pg_hba.conf ({hba} is not writable here)")
         c.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(group)))
@@ -220,7 +220,8 @@ async def test_the_worker_logs_in_as_the_role_with_the_operators_passfile_only(
         await run_sql(context, "SELECT 1", data_db, reporting)
     err = caught.value
     assert (err.code, err.params["username"], err.params["database"]) == ("sql.cannot_connect", reporting, data_db)
-    assert err.params["message"].endswith("fe_sendauth: no password supplied")
+    message = err.params["message"]
+    assert isinstance(message, str) and message.endswith("fe_sendauth: no password supplied")
     assert err.message("en").startswith(f"sql: the worker cannot connect to database {data_db} as {reporting}: ")
     assert (
         f"a line for {reporting} in the worker's passfile (PGPASSFILE or ~/.pgpass: "
@@ -256,7 +257,8 @@ async def test_a_role_that_may_not_log_in_or_connect_is_refused_when_saved_and_w
     with pytest.raises(SqlTaskError) as caught_run:
         await run_sql(context, "SELECT 1", data_db, reporting)
     assert caught_run.value.code == "sql.cannot_connect"
-    assert "permission denied for database" in caught_run.value.params["message"]
+    message = caught_run.value.params["message"]
+    assert isinstance(message, str) and "permission denied for database" in message
 
 
 async def test_vacuum_several_statements_and_a_procedure_that_commits_keep_working(

@@ -12,8 +12,7 @@ import pytest
 
 from agentlab_sched.firing import tick
 from tests.support.firing_helpers import EN, NINE, make_schedule
-
-Conn = psycopg.AsyncConnection[Any]
+from tests.support.rows import Conn, fetched
 
 
 async def _defer(
@@ -99,7 +98,7 @@ async def test_fetch_jobs_takes_what_procrastinates_fetch_takes_one_after_the_ot
     cur = await conn.execute(
         "SELECT count(*) AS n FROM procrastinate_events WHERE type = 'started' AND job_id = ANY(%s)", (expected,)
     )
-    assert (await cur.fetchone())["n"] == len(expected)  # type: ignore[index]
+    assert fetched(await cur.fetchone())["n"] == len(expected)
 
 
 async def test_fetch_jobs_takes_at_most_what_is_wanted_then_the_next_ones(conn: Conn) -> None:
@@ -142,7 +141,7 @@ async def test_fetch_jobs_returns_each_runs_context_after_the_run_started(conn: 
     assert by_id[plain]["run"] is None
     cur = await conn.execute("SELECT agentlab_sched.run_context(%s) AS ctx", (run["job_id"],))
     assert by_id[run["job_id"]]["run"]["run_id"] == str(run["id"])
-    context = (await cur.fetchone())["ctx"]  # type: ignore[index]
+    context = fetched(await cur.fetchone())["ctx"]
     clocked = {"seconds_left", "late_seconds"}  # read off the clock: they differ between two reads
     assert {k: v for k, v in by_id[run["job_id"]]["run"].items() if k not in clocked} == {
         k: v for k, v in context.items() if k not in clocked
@@ -163,7 +162,7 @@ async def _finish(
         "SELECT agentlab_sched.finish_jobs(%s, %s::procrastinate_job_status[], %s, %s::uuid[], %s::jsonb[]) AS missing",
         (ids, statuses, deletes, [r[0] if r else None for r in recorded], [r[1] if r else None for r in recorded]),
     )
-    return (await cur.fetchone())["missing"]  # type: ignore[index]
+    return fetched(await cur.fetchone())["missing"]
 
 
 async def test_finish_jobs_ends_each_job_as_procrastinate_does(conn: Conn) -> None:
@@ -194,7 +193,7 @@ async def test_finish_jobs_ends_each_job_as_procrastinate_does(conn: Conn) -> No
     # A job that ended already is left alone and reported.
     assert await _finish(conn, [ids[0]], ["failed"], [False]) == [ids[0]]
     cur = await conn.execute("SELECT status FROM procrastinate_jobs WHERE id = %s", (ids[0],))
-    assert (await cur.fetchone())["status"] == "succeeded"  # type: ignore[index]
+    assert fetched(await cur.fetchone())["status"] == "succeeded"
     with pytest.raises(psycopg.errors.RaiseException, match='End status should be either "succeeded"'):
         await _finish(conn, [ids[4]], ["todo"], [False])
 
@@ -261,6 +260,5 @@ async def test_fetch_jobs_takes_jobs_whose_runs_cannot_be_read_now_and_says_so(d
             [taken] = await _fetch(conn, worker, 10)
     assert (taken["run_read"], taken["run"]) == (False, None)
     cur = await conn.execute("SELECT status FROM agentlab_sched.runs WHERE schedule_id = %s", (sid,))
-    assert (await cur.fetchone())["status"] == "running"  # type: ignore[index]
-    [again] = await _fetch(conn, worker, 10) or [None]  # nothing left to take
-    assert again is None
+    assert fetched(await cur.fetchone())["status"] == "running"
+    assert not await _fetch(conn, worker, 10)  # nothing left to take

@@ -14,6 +14,7 @@ import procrastinate.testing
 import psycopg
 import pytest
 from procrastinate.periodic import PeriodicDeferrer
+from psycopg.rows import DictRow
 
 import agentlab_sched
 from agentlab_sched.demo import make_app
@@ -71,7 +72,7 @@ def test_the_scheduler_queue_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 async def test_a_workers_own_middleware_runs_inside_the_run_middleware(
-    db_url: str, conn: psycopg.AsyncConnection[Any]
+    db_url: str, conn: psycopg.AsyncConnection[DictRow]
 ) -> None:
     seen: list[tuple[str, bool]] = []
 

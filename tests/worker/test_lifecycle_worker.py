@@ -17,7 +17,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
 from agentlab_sched import current_run, install, messages
@@ -27,10 +26,10 @@ from agentlab_sched.settings import Settings
 from agentlab_sched.worker.middleware import RunMiddleware
 from agentlab_sched.worker.process import JOB_GRACE
 from tests.support.firing_helpers import job, make_schedule
+from tests.support.rows import Conn, fetched
 from tests.support.runs import approvals_of, launch, run_row, schedule_row
 from tests.support.workers import run_in, slow_the_first_time, wait_for, worker
 
-Conn = psycopg.AsyncConnection[Any]
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -65,7 +64,7 @@ async def test_demo_ask_pauses_then_returns_what_the_approver_said(db_url: str, 
     result = done["result"]
     assert result["approved_at"]
     cur = await conn.execute("SELECT session_user AS role")
-    role = (await cur.fetchone())["role"]
+    role = fetched(await cur.fetchone())["role"]
     assert {k: v for k, v in result.items() if k != "approved_at"} == {
         "approved_by": role,
         "approved_label": "alice",
@@ -108,7 +107,7 @@ async def test_an_async_task_past_its_timeout_is_aborted_on_time(db_url: str, co
     aborted = [r for r in caplog.records if r.name == "procrastinate.worker" and "Aborted" in r.getMessage()]
     assert aborted and all(r.exc_info is None for r in aborted)
     assert not [r for r in caplog.records if r.exc_info and isinstance(r.exc_info[1], asyncio.CancelledError)]
-    told = [(r.status, r.run_id) for r in caplog.records if r.name == "agentlab_sched.runs"]  # type: ignore[attr-defined]
+    told = [(r.status, r.run_id) for r in caplog.records if r.name == "agentlab_sched.runs"]
     assert told == [("running", str(run["id"])), ("timed_out", str(run["id"]))]
 
 

@@ -21,6 +21,7 @@ import pytest
 from psycopg.rows import dict_row
 
 from agentlab_sched.database.migrate import migrate
+from tests.support.rows import fetched
 from tests.support.workers import stop_workers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,7 +100,7 @@ def test_the_first_job_starts_within_2_s_after_a_20_s_outage(own_server: OwnServ
         own_server.pg_ctl("-o", f'-h "" -k {own_server.pgdata}', "start")  # returns once it accepts connections
         back = time.monotonic()
         with psycopg.connect(own_server.url, autocommit=True, row_factory=dict_row) as conn:
-            up = conn.execute("SELECT now() AS t").fetchone()["t"]  # type: ignore[index]
+            up = fetched(conn.execute("SELECT now() AS t").fetchone())["t"]
         _poll(lambda: _job_started_since(own_server.url, up), 30, "a job after the outage")
         took = time.monotonic() - back
         assert proc.poll() is None, (tmp_path / "worker.log").read_text(errors="replace")[-3000:]

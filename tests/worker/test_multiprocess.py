@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.rows import DictRow, dict_row
 
+from tests.support.rows import fetched
 from tests.support.workers import stop_workers
 
 WORKERS = 3
@@ -48,11 +49,11 @@ def _start_workers(db_url: str) -> list[subprocess.Popen[bytes]]:
     return [subprocess.Popen(WORKER, cwd=root, env=env) for _ in range(WORKERS)]
 
 
-def _wait_for_first_fire(conn: psycopg.Connection[Any], workers: list[subprocess.Popen[bytes]]) -> None:
+def _wait_for_first_fire(conn: psycopg.Connection[DictRow], workers: list[subprocess.Popen[bytes]]) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         assert all(w.poll() is None for w in workers), "a worker process died while starting"
-        if conn.execute("SELECT EXISTS (SELECT 1 FROM agentlab_sched.fires) AS any").fetchone()["any"]:
+        if fetched(conn.execute("SELECT EXISTS (SELECT 1 FROM agentlab_sched.fires) AS any").fetchone())["any"]:
             return
         time.sleep(0.1)
     raise AssertionError("no fire within 30 s of starting the workers")
@@ -81,7 +82,7 @@ def test_three_worker_processes_fire_each_due_time_once(db_url: str) -> None:
         _assert_runs_accounted_for(conn)
 
 
-def _assert_each_due_time_once(conn: psycopg.Connection[Any]) -> None:
+def _assert_each_due_time_once(conn: psycopg.Connection[DictRow]) -> None:
     doubles = conn.execute(
         """SELECT schedule_id, fire_at, count(*) AS n FROM agentlab_sched.fires
            GROUP BY schedule_id, fire_at HAVING count(*) > 1"""
@@ -112,7 +113,7 @@ def _assert_each_due_time_once(conn: psycopg.Connection[Any]) -> None:
         )
 
 
-def _assert_runs_accounted_for(conn: psycopg.Connection[Any]) -> None:
+def _assert_runs_accounted_for(conn: psycopg.Connection[DictRow]) -> None:
     fires = conn.execute(
         """SELECT f.id, f.status, f.run_id, s.name,
                   (SELECT count(*) FROM agentlab_sched.runs r WHERE r.fire_id = f.id) AS runs
@@ -139,5 +140,7 @@ def _assert_runs_accounted_for(conn: psycopg.Connection[Any]) -> None:
         # Stopped workers leave no job running; a job that was not picked up yet simply waits (queued).
         assert run["job_status"] in ("todo", "succeeded"), run
         assert run["status"] == JOB_TO_RUN[run["job_status"]], run
-    jobs = conn.execute("SELECT count(*) AS n FROM procrastinate_jobs WHERE task_name = 'demo.echo'").fetchone()
+    jobs = fetched(
+        conn.execute("SELECT count(*) AS n FROM procrastinate_jobs WHERE task_name = 'demo.echo'").fetchone()
+    )
     assert jobs["n"] == len(started)

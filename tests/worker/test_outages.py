@@ -24,9 +24,10 @@ from typing import Any
 import psycopg
 import pytest
 from cryptography.fernet import Fernet
-from psycopg.rows import dict_row
+from psycopg.rows import DictRow, dict_row
 
 from agentlab_sched.database.migrate import migrate
+from tests.support.rows import fetched
 from tests.support.workers import stop_workers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +45,7 @@ STOP_WITHIN = 3.0
 SUSPENDED_WITHIN = 45.0
 
 
-def _poll(predicate: Callable[[], Any], limit: float, what: str, every: float = 0.1) -> Any:
+def _poll(predicate: Callable[..., Any], limit: float, what: str, every: float = 0.1) -> Any:
     deadline = time.monotonic() + limit
     while True:
         value = predicate()
@@ -92,11 +93,11 @@ class Workers:
                 p.wait()
 
 
-def _connect(url: str) -> psycopg.Connection[Any]:
+def _connect(url: str) -> psycopg.Connection[DictRow]:
     return psycopg.connect(url, autocommit=True, row_factory=dict_row)
 
 
-def _every_second(conn: psycopg.Connection[Any], n: int, overlap: str = "allow_all") -> None:
+def _every_second(conn: psycopg.Connection[DictRow], n: int, overlap: str = "allow_all") -> None:
     conn.execute(
         """INSERT INTO agentlab_sched.schedules (name, cron, task, timezone, inputs, overlap)
            SELECT 'every-second-' || g, '* * * * * *', 'demo.echo', 'UTC', jsonb_build_object('n', g), %s
@@ -105,11 +106,11 @@ def _every_second(conn: psycopg.Connection[Any], n: int, overlap: str = "allow_a
     )
 
 
-def _db_now(conn: psycopg.Connection[Any]) -> datetime:
-    return conn.execute("SELECT now() AS t").fetchone()["t"]
+def _db_now(conn: psycopg.Connection[DictRow]) -> datetime:
+    return fetched(conn.execute("SELECT now() AS t").fetchone())["t"]
 
 
-def _fired_since(conn: psycopg.Connection[Any], since: datetime) -> int:
+def _fired_since(conn: psycopg.Connection[DictRow], since: datetime) -> int:
     """How many schedules have a run started by a fire recorded after ``since``."""
     row = conn.execute(
         """SELECT count(DISTINCT schedule_id) AS n FROM agentlab_sched.fires
@@ -119,21 +120,23 @@ def _fired_since(conn: psycopg.Connection[Any], since: datetime) -> int:
     return int(row["n"]) if row else 0
 
 
-def _first_fire_since(conn: psycopg.Connection[Any], since: datetime) -> datetime | None:
+def _first_fire_since(conn: psycopg.Connection[DictRow], since: datetime) -> datetime | None:
     row = conn.execute(
         "SELECT min(created_at) AS at FROM agentlab_sched.fires WHERE status = 'started' AND created_at > %s", (since,)
     ).fetchone()
     return row["at"] if row else None
 
 
-def _assert_ledger(conn: psycopg.Connection[Any]) -> None:
+def _assert_ledger(conn: psycopg.Connection[DictRow]) -> None:
     """Each due time once; consecutive rows one second apart unless a skipped_misfire row stands for the
     backlog; every started fire has one run; no run is left running or waiting without a job."""
     assert (
-        conn.execute(
-            """SELECT count(*) AS n FROM (SELECT 1 FROM agentlab_sched.fires
+        fetched(
+            conn.execute(
+                """SELECT count(*) AS n FROM (SELECT 1 FROM agentlab_sched.fires
                GROUP BY schedule_id, fire_at HAVING count(*) > 1) d"""
-        ).fetchone()["n"]
+            ).fetchone()
+        )["n"]
         == 0
     )
     rows = conn.execute(
@@ -262,7 +265,7 @@ CONNECTIONS = {
 }
 
 
-def _backends(conn: psycopg.Connection[Any], where: str) -> list[dict[str, Any]]:
+def _backends(conn: psycopg.Connection[DictRow], where: str) -> list[dict[str, Any]]:
     return conn.execute(
         f"SELECT pid, backend_start FROM pg_stat_activity WHERE datname = current_database() AND {where}"
     ).fetchall()
@@ -296,7 +299,7 @@ def test_every_connection_of_a_worker_cut_in_turn_and_a_killed_worker(db_url: st
                 # It may be between two connections (a reconnect after a lock timeout or a NOTIFY burst):
                 # wait for the one it has, rather than asserting at one instant.
                 old = _poll(lambda where=where: _backends(conn, where), 20, f"a connection for {what}")
-                cut = conn.execute("SELECT now() AS t").fetchone()["t"]
+                cut = fetched(conn.execute("SELECT now() AS t").fetchone())["t"]
                 began = time.monotonic()
                 conn.execute(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
@@ -305,10 +308,10 @@ def test_every_connection_of_a_worker_cut_in_turn_and_a_killed_worker(db_url: st
                 _poll(lambda where=where, old=old: {b["pid"] for b in _backends(conn, where)} - {b["pid"] for b in old},
                       20, f"a new connection for {what}")  # fmt: skip
                 _poll(lambda cut=cut: _fired_since(conn, cut) == 5, 20, f"firing after cutting {what}")
-                _poll(lambda cut=cut: conn.execute(
+                _poll(lambda cut=cut: fetched(conn.execute(
                     "SELECT count(*) AS n FROM agentlab_sched.runs WHERE status = 'succeeded' AND finished_at > %s",
                     (cut,),
-                ).fetchone()["n"] >= 5, 20, f"runs finishing after cutting {what}")  # fmt: skip
+                ).fetchone())["n"] >= 5, 20, f"runs finishing after cutting {what}")  # fmt: skip
                 cuts[what] = time.monotonic() - began
                 assert live.poll() is None, workers.logs()[-3000:]
 
@@ -336,17 +339,17 @@ def test_a_stop_while_the_schedules_table_is_locked(db_url: str, tmp_path: Path)
         conn.execute("UPDATE agentlab_sched.schedules SET task = 'demo.sleep', inputs = '{\"seconds\": 1}'")
         [proc] = workers.start(1)
         try:
-            _poll(lambda: conn.execute(
+            _poll(lambda: fetched(conn.execute(
                 "SELECT count(*) AS n FROM agentlab_sched.runs WHERE status = 'succeeded'"
-            ).fetchone()["n"] >= 5, 60, "runs finishing")  # fmt: skip
+            ).fetchone())["n"] >= 5, 60, "runs finishing")  # fmt: skip
             with _connect(db_url) as locker, locker.transaction():
                 locker.execute("LOCK TABLE agentlab_sched.schedules IN ACCESS EXCLUSIVE MODE")
                 before = conn.execute("SELECT count(*) AS n FROM agentlab_sched.runs WHERE status = 'succeeded'")
-                done_before = before.fetchone()["n"]
+                done_before = fetched(before.fetchone())["n"]
                 time.sleep(2.5)  # jobs running now finish meanwhile; the tick waits (then gives up, tries again)
-                done_during = conn.execute(
-                    "SELECT count(*) AS n FROM agentlab_sched.runs WHERE status = 'succeeded'"
-                ).fetchone()["n"]
+                done_during = fetched(
+                    conn.execute("SELECT count(*) AS n FROM agentlab_sched.runs WHERE status = 'succeeded'").fetchone()
+                )["n"]
                 [took] = workers.stop()
         finally:
             workers.kill_all()
@@ -365,9 +368,9 @@ def test_an_error_it_cannot_ride_through_exits_with_status_1(db_url: str, tmp_pa
         _every_second(conn, 2)
         [proc] = workers.start(1)
         try:
-            _poll(lambda: conn.execute(
+            _poll(lambda: fetched(conn.execute(
                 "SELECT count(*) AS n FROM agentlab_sched.runs WHERE status = 'succeeded'"
-            ).fetchone()["n"] >= 2, 60, "runs finishing")  # fmt: skip
+            ).fetchone())["n"] >= 2, 60, "runs finishing")  # fmt: skip
             conn.execute("ALTER FUNCTION agentlab_sched.fetch_jobs RENAME TO fetch_jobs_gone")
             proc.wait(timeout=30)
         finally:

@@ -116,7 +116,7 @@ def test_every_private_name_of_procrastinate_the_worker_uses_is_listed() -> None
             elif isinstance(node, ast.Call) and ast.unparse(node.func) == "getattr" and len(node.args) >= 2:
                 if isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
                     name = node.args[1].value
-            if name in theirs and name not in listed:
+            if isinstance(node, ast.expr) and name in theirs and name not in listed:
                 unlisted.append(f"{path.name}:{node.lineno} uses {name}")
     assert not unlisted, "private names of Procrastinate not in worker/internals.py PRIVATE:\n" + "\n".join(unlisted)
 

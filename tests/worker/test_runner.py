@@ -29,9 +29,9 @@ from agentlab_sched.worker import blueprint
 from agentlab_sched.worker.middleware import install
 from agentlab_sched.worker.process import connector_for, run_worker
 from tests.support.firing_helpers import EN, NINE, make_schedule
+from tests.support.rows import Conn
 from tests.support.workers import wait_for
 
-Conn = psycopg.AsyncConnection[Any]
 QUIET = Settings(locale="en", scheduler=False)
 
 

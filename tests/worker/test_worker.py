@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import psycopg
+from psycopg.rows import DictRow
 
 from agentlab_sched.demo import make_app
 from agentlab_sched.schedules.replan import replan
@@ -15,6 +16,7 @@ from agentlab_sched.settings import Settings
 from agentlab_sched.worker.precise import Scheduler
 from agentlab_sched.worker.process import run_worker
 from tests.support.firing_helpers import runs_of
+from tests.support.rows import fetched
 
 
 async def _wait_for(predicate: Any, limit: float = 15.0) -> Any:
@@ -27,13 +29,15 @@ async def _wait_for(predicate: Any, limit: float = 15.0) -> Any:
     raise AssertionError("condition not met in time")
 
 
-async def test_worker_fires_runs_and_stops_within_3_seconds(db_url: str, conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_worker_fires_runs_and_stops_within_3_seconds(
+    db_url: str, conn: psycopg.AsyncConnection[DictRow]
+) -> None:
     await conn.execute(
         """INSERT INTO agentlab_sched.schedules (name, cron, task, inputs, timezone)
            VALUES ('every-second', '* * * * * *', 'demo.echo', %s::jsonb, 'UTC')""",
         (json.dumps({"day": "{{ schedule.date }}"}),),
     )
-    sid = (await (await conn.execute("SELECT id FROM agentlab_sched.schedules")).fetchone())["id"]
+    sid = fetched(await (await conn.execute("SELECT id FROM agentlab_sched.schedules")).fetchone())["id"]
     stop = asyncio.Event()
     worker = asyncio.create_task(
         run_worker(make_app(db_url), db_url, stop=stop, install_signal_handlers=False, settings=Settings(locale="en"))
@@ -51,7 +55,7 @@ async def test_worker_fires_runs_and_stops_within_3_seconds(db_url: str, conn: p
         stopped_in = time.monotonic() - began
     assert stopped_in < 3.0
     cur = await conn.execute("SELECT fire_at, kind FROM agentlab_sched.fires WHERE id = %s", (first["fire_id"],))
-    fire = await cur.fetchone()
+    fire = fetched(await cur.fetchone())
     assert first["inputs"] == {"day": fire["fire_at"].strftime("%Y-%m-%d")}
     assert first["started_by"] == "schedule:every-second" and first["finished_at"] is not None
     assert [t for t in asyncio.all_tasks() if t.get_name().startswith("agentlab-sched")] == []
@@ -76,7 +80,7 @@ async def test_scheduler_switched_off_does_not_start(db_url: str) -> None:
 
 
 async def test_replan_fills_next_run_at_of_schedules_created_in_sql(
-    conn: psycopg.AsyncConnection[Any],
+    conn: psycopg.AsyncConnection[DictRow],
 ) -> None:
     await conn.execute(
         "INSERT INTO agentlab_sched.schedules (name, cron, task, timezone) "
@@ -84,5 +88,5 @@ async def test_replan_fills_next_run_at_of_schedules_created_in_sql(
     )
     assert await replan(conn) == 1
     cur = await conn.execute("SELECT next_run_at, replan FROM agentlab_sched.schedules")
-    row = await cur.fetchone()
+    row = fetched(await cur.fetchone())
     assert row["replan"] is None and row["next_run_at"] is not None and row["next_run_at"].hour == 9

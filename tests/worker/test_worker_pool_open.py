@@ -16,6 +16,7 @@ from psycopg import conninfo
 from agentlab_sched.demo import make_app
 from agentlab_sched.settings import Settings
 from agentlab_sched.worker.process import run_worker
+from tests.support.rows import fetched
 
 
 async def _until(predicate: Any, limit: float) -> None:
@@ -39,11 +40,11 @@ async def test_a_pool_that_could_not_open_is_replaced(
     try:
         await _until(lambda: "opening the worker's connection pool: PoolTimeout" in caplog.text, 30)
         with psycopg.connect(pg_server, autocommit=True) as admin:
-            admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')  # type: ignore[arg-type]
+            admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
 
         def reported() -> bool:
             with psycopg.connect(url, autocommit=True) as conn:
-                return bool(conn.execute("SELECT count(*) FROM agentlab_sched.workers").fetchone()[0])  # type: ignore[index]
+                return bool(fetched(conn.execute("SELECT count(*) FROM agentlab_sched.workers").fetchone())[0])
 
         await _until(reported, 30)
         assert "PoolClosed" not in caplog.text
@@ -51,4 +52,4 @@ async def test_a_pool_that_could_not_open_is_replaced(
         stop.set()
         await asyncio.wait_for(worker, timeout=10)
         with psycopg.connect(pg_server, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
