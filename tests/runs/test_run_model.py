@@ -46,6 +46,16 @@ EXAMPLES = int(CHOSEN or "200")
 #: The run transitions the examples went through (printed with -s: what the model covered).
 TRANSITIONS: Counter[str] = Counter()
 START = datetime(2026, 10, 5, 1, 0, tzinfo=UTC)
+#: The rules' preconditions, in one statement (its parameter: the terminal run statuses).
+STATE = """SELECT EXISTS (SELECT 1 FROM procrastinate_jobs WHERE status = 'doing') AS doing,
+                  EXISTS (SELECT 1 FROM procrastinate_jobs WHERE status = 'todo') AS todo,
+                  EXISTS (SELECT 1 FROM procrastinate_jobs WHERE status = 'failed') AS failed,
+                  EXISTS (SELECT 1 FROM procrastinate_jobs) AS jobs,
+                  EXISTS (SELECT 1 FROM agentlab_sched.runs WHERE NOT (status = ANY(%s))) AS open_runs,
+                  EXISTS (SELECT 1 FROM agentlab_sched.runs WHERE status = 'running') AS running,
+                  EXISTS (SELECT 1 FROM agentlab_sched.runs WHERE status = 'suspended') AS suspended,
+                  EXISTS (SELECT 1 FROM agentlab_sched.approvals WHERE status = 'pending') AS pending,
+                  EXISTS (SELECT 1 FROM agentlab_sched.schedules WHERE NOT enabled) AS paused"""
 EN = Settings(locale="en")
 TERMINAL = ["succeeded", "failed", "cancelled", "timed_out"]
 #: (name, overlap, on_interrupt, pause_after_failures): every overlap policy and every on_interrupt value.
@@ -98,6 +108,10 @@ class RunModel(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
+        #: Bumped by every write (q(), a tick): what was read at one generation holds until the next.
+        self.generation = 0
+        self._state: tuple[int, dict[str, bool]] | None = None
+        self._settled = -1
         self.loop = asyncio.new_event_loop()
         self.conn = self.loop.run_until_complete(db.connect(self.url, locale="en"))
         self.q(
@@ -130,7 +144,20 @@ class RunModel(RuleBasedStateMachine):
     # ----------------------------------------------------------------------------------------- helpers
 
     def q(self, sql: str, params: Any = None) -> None:
+        self.generation += 1
         self.loop.run_until_complete(self.conn.execute(sql, params))
+
+    def fire(self) -> None:
+        """A tick at the model's clock."""
+        self.generation += 1
+        self.loop.run_until_complete(fire_due(self.conn, self.now, settings=EN))
+
+    def state(self, name: str) -> bool:
+        """What the rules' preconditions ask (is there a doing job, a pending approval, ...), read in one
+        statement per generation rather than one per precondition per step."""
+        if self._state is None or self._state[0] != self.generation:
+            self._state = (self.generation, self.one(STATE, (TERMINAL,)))
+        return self._state[1][name]
 
     def procrastinate(self, sql: str, params: Any = None, abort_requested: bool = False) -> None:
         """A Procrastinate operation, which Procrastinate itself may refuse: then nothing changed, and the
@@ -173,6 +200,9 @@ class RunModel(RuleBasedStateMachine):
     def settle_model(self) -> None:
         """Count what the step did to runs: a run that became failed/timed_out counts (once until a reset),
         one that became succeeded resets its schedule's count; resuming a paused schedule resets it."""
+        if self._settled == self.generation:
+            return  # nothing was written since
+        self._settled = self.generation
         for r in self.all(
             "SELECT id, schedule_id, status, finished_at FROM agentlab_sched.runs ORDER BY finished_at NULLS LAST, id"
         ):
@@ -195,14 +225,14 @@ class RunModel(RuleBasedStateMachine):
     def tick(self, seconds: int) -> None:
         """The clock moves on; a tick fires what is due (on time, or a misfire/backlog after a long gap)."""
         self.now += timedelta(seconds=seconds)
-        self.loop.run_until_complete(fire_due(self.conn, self.now, settings=EN))
+        self.fire()
 
     @rule(name=st.sampled_from([s[0] for s in SCHEDULES]))
     def trigger(self, name: str) -> None:
         """A manual fire (the SQL trigger(), carried out by the next tick)."""
         if self.one("SELECT enabled FROM agentlab_sched.schedules WHERE name = %s", (name,))["enabled"]:
             self.q("SELECT agentlab_sched.trigger(%s)", (name,))
-            self.loop.run_until_complete(fire_due(self.conn, self.now, settings=EN))
+            self.fire()
 
     @rule(n=st.integers(min_value=1, max_value=3))
     def fetch(self, n: int) -> None:
@@ -210,7 +240,7 @@ class RunModel(RuleBasedStateMachine):
         for _ in range(n):
             self.procrastinate("SELECT * FROM procrastinate_fetch_job_v2(NULL, %s)", (self.worker,))
 
-    @precondition(lambda self: self.jobs("doing"))
+    @precondition(lambda self: self.state("doing"))
     @rule(data=st.data(), status=st.sampled_from(["succeeded", "failed"]), delete=st.booleans())
     def finish(self, data: st.DataObject, status: str, delete: bool) -> None:
         """A worker finishes a job, with the middleware's record first (it is what a deleted job ends as)."""
@@ -222,7 +252,7 @@ class RunModel(RuleBasedStateMachine):
             self.q("SELECT agentlab_sched.record_task_error(%s, %s, 'boom', 'run.task_failed')", (run["id"], jid))
         self.procrastinate("SELECT procrastinate_finish_job_v1(%s, %s, %s)", (jid, status, delete))
 
-    @precondition(lambda self: self.jobs("doing"))
+    @precondition(lambda self: self.state("doing"))
     @rule(data=st.data())
     def retry_running(self, data: st.DataObject) -> None:
         """The attempt failed and Procrastinate retries the job (a task with retry=)."""
@@ -230,7 +260,7 @@ class RunModel(RuleBasedStateMachine):
         query = "SELECT procrastinate_retry_job_v2(%s, NULL, NULL, NULL, NULL)"
         self.procrastinate(query, (jid,), abort_requested=self.abort_requested(jid))
 
-    @precondition(lambda self: self.jobs("failed"))
+    @precondition(lambda self: self.state("failed"))
     @rule(data=st.data())
     def retry_failed(self, data: st.DataObject) -> None:
         """`retry N` in the procrastinate shell."""
@@ -238,28 +268,28 @@ class RunModel(RuleBasedStateMachine):
         query = "SELECT procrastinate_retry_job_v2(%s, now(), NULL, NULL, NULL)"
         self.procrastinate(query, (jid,), abort_requested=self.abort_requested(jid))
 
-    @precondition(lambda self: self.jobs("doing"))
+    @precondition(lambda self: self.state("doing"))
     @rule(data=st.data())
     def abort(self, data: st.DataObject) -> None:
         """The worker aborts a job: asked to (an abort request), or stopping (nobody asked: interrupted)."""
         jid = self.pick(data, (self.jobs("doing")))
         self.procrastinate("SELECT procrastinate_finish_job_v1(%s, 'aborted', false)", (jid,))
 
-    @precondition(lambda self: self.all("SELECT 1 FROM agentlab_sched.runs WHERE NOT (status = ANY(%s))", (TERMINAL,)))
+    @precondition(lambda self: self.state("open_runs"))
     @rule(data=st.data())
     def cancel_run(self, data: st.DataObject) -> None:
         query = "SELECT id FROM agentlab_sched.runs WHERE NOT (status = ANY(%s)) ORDER BY fire_id, created_at"
         rid = self.pick(data, [r["id"] for r in self.all(query, (TERMINAL,))])
         self.q("SELECT agentlab_sched.cancel_run(%s, 'model')", (rid,))
 
-    @precondition(lambda self: self.jobs("todo") or self.jobs("doing"))
+    @precondition(lambda self: self.state("todo") or self.state("doing"))
     @rule(data=st.data(), delete=st.booleans())
     def procrastinate_cancel(self, data: st.DataObject, delete: bool) -> None:
         """Procrastinate's cancel (with abort for a running job), with or without deleting the job."""
         jid = self.pick(data, (self.jobs("todo") + self.jobs("doing")))
         self.procrastinate("SELECT procrastinate_cancel_job_v1(%s, true, %s)", (jid, delete))
 
-    @precondition(lambda self: self.all("SELECT 1 FROM procrastinate_jobs"))
+    @precondition(lambda self: self.state("jobs"))
     @rule(data=st.data())
     def delete_job(self, data: st.DataObject) -> None:
         """A DELETE by hand (or retention): any job, finished or not."""
@@ -275,7 +305,7 @@ class RunModel(RuleBasedStateMachine):
         self.q("SELECT agentlab_sched.housekeeping(now(), interval '30 seconds', NULL, interval '10 seconds', 100)")
         self.worker = self.new_worker()
 
-    @precondition(lambda self: self.runs("running"))
+    @precondition(lambda self: self.state("running"))
     @rule(data=st.data())
     def ask_approval(self, data: st.DataObject) -> None:
         """The task raises AwaitApproval: the middleware's call, then its job ends normally."""
@@ -284,8 +314,7 @@ class RunModel(RuleBasedStateMachine):
         self.q("SELECT agentlab_sched.await_approval(%s, %s, 'ok?', '{}'::jsonb)", (rid, jid))
         self.procrastinate("SELECT procrastinate_finish_job_v1(%s, 'succeeded', false)", (jid,))
 
-    @precondition(lambda self: self.all(
-        "SELECT 1 FROM agentlab_sched.approvals WHERE status = 'pending'"))  # fmt: skip
+    @precondition(lambda self: self.state("pending"))
     @rule(data=st.data(), approve=st.booleans())
     def decide(self, data: st.DataObject, approve: bool) -> None:
         rid = self.pick(data, ([r["run_id"] for r in self.all(
@@ -295,13 +324,13 @@ class RunModel(RuleBasedStateMachine):
         if rid is not None:
             self.q(f"SELECT agentlab_sched.{'approve' if approve else 'reject'}(%s, 'model')", (rid,))
 
-    @precondition(lambda self: self.runs("suspended"))
+    @precondition(lambda self: self.state("suspended"))
     @rule(data=st.data(), resume=st.booleans())
     def settle_suspended(self, data: st.DataObject, resume: bool) -> None:
         rid = self.pick(data, (self.runs("suspended")))
         self.q(f"SELECT agentlab_sched.{'resume_run' if resume else 'abandon'}(%s, 'model')", (rid,))
 
-    @precondition(lambda self: self.all("SELECT 1 FROM agentlab_sched.schedules WHERE NOT enabled"))
+    @precondition(lambda self: self.state("paused"))
     @rule()
     def resume_paused(self) -> None:
         for row in self.all("SELECT id, name FROM agentlab_sched.schedules WHERE NOT enabled"):
