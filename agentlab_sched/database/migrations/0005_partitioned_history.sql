@@ -4,7 +4,7 @@
 -- (sql/72_partitions.sql), never a bulk DELETE.
 --
 -- The existing table of each becomes the first partition of its new parent, bound from MINVALUE to the
--- end of the day (month) of its newest row: a CHECK constraint matching the bound, validated before the
+-- end of the day (month) of its newest row (an empty one is dropped): a CHECK constraint matching the bound, validated before the
 -- ATTACH, spares the ATTACH its scan, so no row moves. The cost is one index build per table (the primary
 -- key gains the partition key) and one validating scan; the old rows then age out by retention. Each
 -- parent has a DEFAULT partition, so a row whose time has no partition yet is still written.
@@ -42,6 +42,7 @@ DECLARE
     fn record;
     ix record;
     max_id bigint;
+    has_rows boolean;
 BEGIN
     FOR t IN SELECT * FROM (VALUES
             ('fires', 'fire_at', 'day', 'bigint'), ('runs', 'created_at', 'day', 'uuid'),
@@ -91,6 +92,13 @@ BEGIN
                             'CREATE INDEX agentlab_sched_history.', 'CREATE INDEX ');
             EXECUTE format('ALTER INDEX %s RENAME TO %I', ix.name, split_part(ix.name, '.', 2) || '_legacy');
         END LOOP;
+        EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s)', legacy) INTO has_rows;
+        IF NOT has_rows THEN  -- a new database: nothing to keep
+            EXECUTE format('DROP TABLE %s', legacy);
+            EXECUTE format('CREATE TABLE agentlab_sched_history.%I PARTITION OF agentlab_sched.%I DEFAULT',
+                           t.name || '_default', t.name);
+            CONTINUE;
+        END IF;
         EXECUTE format('ALTER TABLE %s ADD CONSTRAINT %I CHECK (%I IS NOT NULL AND %I < %L) NOT VALID',
                        legacy, t.name || '_legacy_bound', t.key, t.key, bound);
         EXECUTE format('ALTER TABLE %s VALIDATE CONSTRAINT %I', legacy, t.name || '_legacy_bound');
