@@ -180,8 +180,7 @@ MESSAGES.update(
         "doctor.default_partition_rows": (
             "history rows in a default partition (their period has no partition yet): {count} ({tables}); "
             "housekeeping moves them into partitions of their own",
-            "位于默认分区中的历史记录(其时段尚无分区):{count} 条({tables});"
-            "housekeeping 会把它们移入各自的分区",
+            "位于默认分区中的历史记录(其时段尚无分区):{count} 条({tables});housekeeping 会把它们移入各自的分区",
         ),
         "doctor.failed_requests": (
             "fire requests that failed in the last day: {count} ({details})",

@@ -19,7 +19,8 @@ MIDNIGHT = datetime(2031, 3, 1, tzinfo=UTC)
 
 async def _schedule(conn: Conn, name: str = "s") -> int:
     cur = await conn.execute(
-        "INSERT INTO agentlab_sched.schedules (name, cron, task, replan) VALUES (%s, '0 * * * *', 't', NULL) RETURNING id",
+        "INSERT INTO agentlab_sched.schedules (name, cron, task, replan)"
+        " VALUES (%s, '0 * * * *', 't', NULL) RETURNING id",
         (name,),
     )
     return (await cur.fetchone())["id"]  # type: ignore[index]
