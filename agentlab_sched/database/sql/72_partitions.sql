@@ -46,6 +46,7 @@ DECLARE
     finish timestamptz := start + ('1 ' || period)::interval;
     pname text := tbl || '_p' || to_char(start AT TIME ZONE 'UTC', CASE period WHEN 'day' THEN 'YYYYMMDD' ELSE 'YYYYMM' END);
     moved bigint;
+    ix record;
 BEGIN
     IF to_regclass(format('agentlab_sched_history.%I', pname)) IS NOT NULL
        OR EXISTS (SELECT 1 FROM agentlab_sched.history_partitions() p
@@ -55,6 +56,14 @@ BEGIN
     END IF;
     EXECUTE format('CREATE TABLE agentlab_sched_history.%I (LIKE agentlab_sched.%I INCLUDING DEFAULTS '
                    'INCLUDING CONSTRAINTS INCLUDING GENERATED)', pname, tbl);
+    -- The parent's indexes, named after it (a plan then says which one serves): ATTACH adopts them.
+    FOR ix IN SELECT c.relname, pg_catalog.pg_get_indexdef(i.indexrelid) AS def
+              FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid
+              WHERE i.indrelid = format('agentlab_sched.%I', tbl)::regclass
+                AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_constraint k WHERE k.conindid = i.indexrelid) LOOP
+        EXECUTE regexp_replace(ix.def, '^CREATE (UNIQUE )?INDEX \S+ ON ONLY \S+ ',
+                               format('CREATE \1INDEX %I ON agentlab_sched_history.%I ', pname || '_' || ix.relname, pname));
+    END LOOP;
     EXECUTE format('WITH moved AS (DELETE FROM agentlab_sched_history.%I d WHERE d.%I >= %L AND d.%I < %L '
                    'RETURNING d.*) INSERT INTO agentlab_sched_history.%I SELECT * FROM moved',
                    tbl || '_default', key, start, key, finish, pname);
