@@ -109,3 +109,47 @@ async def test_a_row_without_a_partition_is_kept_in_the_default_and_doctor_says_
     cur = await conn.execute("SELECT agentlab_sched.doctor_facts() AS f")
     assert (await cur.fetchone())["f"]["default_partition_rows"] == {}  # type: ignore[index]
     assert [p for p, _ in await _where(conn, "fires")] == ["agentlab_sched_history.fires_p20310301"] * 2
+
+
+async def test_retention_drops_whole_partitions_but_keeps_a_notification_still_to_send(conn: Conn) -> None:
+    sid = await _schedule(conn)
+    old = MIDNIGHT - timedelta(days=60)
+    await _fire(conn, sid, old + timedelta(hours=1))
+    await conn.execute(
+        """INSERT INTO agentlab_sched.outbox (run_id, run_created_at, schedule_id, event)
+           VALUES (gen_random_uuid(), %s, %s, 'finished')""",
+        (old + timedelta(hours=2), sid),
+    )
+    await conn.execute(
+        "INSERT INTO agentlab_sched.schedule_changes (schedule_id, schedule_name, operation, changed_at)"
+        " VALUES (%s, 's', 'update', %s)",
+        (sid, old),
+    )
+    # Every partition that ended before the cutoff goes (those of the real clock's days too, all empty),
+    # but the outbox's day of the pending row.
+    await conn.execute("SELECT agentlab_sched.ensure_partitions(%s)", (MIDNIGHT,))
+    cur = await conn.execute(
+        "SELECT count(*) AS n FROM agentlab_sched.history_partitions() WHERE upper_bound <= %s AND part <> %s",
+        (MIDNIGHT - timedelta(days=30), "outbox_p20301231"),
+    )
+    expected = (await cur.fetchone())["n"]  # type: ignore[index]
+    cur = await conn.execute("SELECT agentlab_sched.prune(interval '30 days', %s) AS r", (MIDNIGHT,))
+    assert (await cur.fetchone())["r"] == {  # type: ignore[index]
+        "fires": 1,
+        "runs": 0,
+        "jobs": 0,
+        "requests": 0,
+        "partitions": expected,
+    }
+    # The day of the ledger and the month of the audit went whole; the outbox's day waits for its row.
+    assert "fires_p20301231" not in await _parts(conn, "fires")
+    assert "schedule_changes_p203012" not in await _parts(conn, "schedule_changes")
+    assert "outbox_p20301231" in await _parts(conn, "outbox")
+    cur = await conn.execute("SELECT count(*) AS n FROM agentlab_sched.schedule_changes WHERE changed_at = %s", (old,))
+    assert (await cur.fetchone())["n"] == 0  # type: ignore[index]
+    await conn.execute("UPDATE agentlab_sched.outbox SET status = 'sent'")
+    cur = await conn.execute("SELECT agentlab_sched.prune(interval '30 days', %s) -> 'partitions' AS n", (MIDNIGHT,))
+    assert (await cur.fetchone())["n"] == 1  # type: ignore[index]
+    assert "outbox_p20301231" not in await _parts(conn, "outbox")
+    cur = await conn.execute("SELECT count(*) AS n FROM agentlab_sched.outbox")
+    assert (await cur.fetchone())["n"] == 0  # type: ignore[index]

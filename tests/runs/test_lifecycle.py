@@ -668,6 +668,9 @@ async def test_prune_drops_whole_partitions_past_retention_but_never_live_work(c
     # All of it 100 days before it happened (the rows move to the DEFAULT partitions: no partition there).
     await conn.execute("UPDATE agentlab_sched.fires SET fire_at = fire_at - interval '100 days'")
     await conn.execute("UPDATE agentlab_sched.runs SET created_at = created_at - interval '100 days'")
+    await conn.execute("UPDATE procrastinate_events SET at = at - interval '100 days'")
+    jobs_before = {gone["job_id"], *(a_["job_id"] for a_ in await approvals_of(conn, gone["id"]))}
+    assert len(jobs_before) == 2
     assert len(await approvals_of(conn, gone["id"])) == 1
 
     with pytest.raises(ValidationError) as err:
@@ -677,15 +680,19 @@ async def test_prune_drops_whole_partitions_past_retention_but_never_live_work(c
         "「保留时长」30 秒太短;运行记录至少保留 1 分钟",
     )
 
-    # The day of the running run is kept whole: its runs and its fires.
+    # The day of the running run is kept whole: its runs and its fires. Procrastinate's finished jobs
+    # with nothing since the cutoff go all the same (every segment's of the run `gone`).
     report = await lifecycle.prune(conn, timedelta(days=30), now=NINE)
-    assert report == lifecycle.PruneReport(fires=0, runs=0, jobs=0, requests=0, partitions=0)
+    assert report == lifecycle.PruneReport(fires=0, runs=0, jobs=4, requests=0, partitions=0)
     cur = await conn.execute("SELECT count(*) AS n FROM agentlab_sched.runs")
     assert (await cur.fetchone())["n"] == 4
-    # Once it has ended, the day goes: fires, runs, their approvals and their finished jobs.
+    cur = await conn.execute("SELECT count(*) AS n FROM procrastinate_jobs WHERE id = ANY(%s)", (list(jobs_before),))
+    assert (await cur.fetchone())["n"] == 0
+    # Once it has ended (its job's end an event of the same old day), the day goes: fires, runs, approvals.
     await set_job_status(conn, running["job_id"], "succeeded")
+    await conn.execute("UPDATE procrastinate_events SET at = least(at, %s)", (NINE - timedelta(days=40),))
     report = await lifecycle.prune(conn, timedelta(days=30), now=NINE)
-    assert report == lifecycle.PruneReport(fires=4, runs=4, jobs=5, requests=0, partitions=2)
+    assert report == lifecycle.PruneReport(fires=4, runs=4, jobs=1, requests=0, partitions=2)
     for table in ("runs", "fires", "approvals"):
         cur = await conn.execute(f"SELECT count(*) AS n FROM agentlab_sched.{table}")
         assert (await cur.fetchone())["n"] == 0, table

@@ -125,11 +125,11 @@ $$;
 -- Remove history older than `older_than` (at least a minute) by whole partitions (sql/72_partitions.sql):
 -- a partition of a history table whose period ended before now - older_than is detached and dropped,
 -- unless it holds a run that has not ended, a fire whose run has not ended, or a notification still to
--- send; rows in a DEFAULT partition get a partition of their own first. With the runs go their approvals
--- and their finished Procrastinate jobs; finished Procrastinate jobs with no event since the cutoff go too
--- (at most `batch` a call), and fire requests carried out before it. The DETACH waits at most a second
--- for its lock (it is brief, but firing waits behind it); a partition it could not take is left for the
--- next call. Returns the counts: rows of the dropped partitions, jobs, requests and partitions.
+-- send; rows in a DEFAULT partition get a partition of their own first. With the runs go their approvals.
+-- Procrastinate's finished jobs with no event since the cutoff go too (at most `batch` a call), and fire
+-- requests carried out before it. A DETACH waits at most 200 ms for its lock (firing waits behind it); a
+-- partition it could not take is left for the next call. Returns the counts: rows of the dropped
+-- partitions (fires, runs), jobs, requests and partitions.
 CREATE OR REPLACE FUNCTION agentlab_sched.prune(older_than interval, now timestamptz DEFAULT now(),
                                                 batch integer DEFAULT NULL)
 RETURNS jsonb
@@ -142,7 +142,6 @@ DECLARE
     p record;
     lo timestamptz;
     n bigint;
-    jobs bigint[];
     saved text := current_setting('lock_timeout');
     n_fires bigint := 0;
     n_runs bigint := 0;
@@ -157,6 +156,21 @@ BEGIN
     END IF;
     cutoff := now - older_than;
     PERFORM agentlab_sched.ensure_partitions(now);
+
+    -- First what takes no lock of the history tables. Procrastinate's finished jobs that nothing happened
+    -- to since the cutoff (their events go with them; a run still kept loses its link to the job).
+    DELETE FROM public.procrastinate_jobs j
+    WHERE j.id IN (SELECT j2.id FROM public.procrastinate_jobs j2
+                   WHERE j2.status IN ('succeeded', 'failed', 'cancelled', 'aborted')
+                     AND NOT EXISTS (SELECT 1 FROM public.procrastinate_events e
+                                     WHERE e.job_id = j2.id AND e.at >= cutoff)
+                   ORDER BY j2.id LIMIT batch);
+    GET DIAGNOSTICS n_jobs = ROW_COUNT;
+
+    DELETE FROM agentlab_sched.fire_requests q WHERE q.done_at < cutoff;
+    GET DIAGNOSTICS n_requests = ROW_COUNT;
+
+    -- Last, the partitions: a DETACH holds its table's lock until the caller's transaction ends.
     FOR p IN SELECT * FROM agentlab_sched.history_partitions() x
              WHERE NOT x.is_default AND x.upper_bound <= cutoff ORDER BY x.upper_bound, x.parent LOOP
         lo := coalesce(p.lower_bound, '-infinity');
@@ -171,13 +185,10 @@ BEGIN
             SELECT 1 FROM agentlab_sched.outbox o
             WHERE o.status = 'pending' AND o.run_created_at >= lo AND o.run_created_at < p.upper_bound);
         BEGIN
-            PERFORM set_config('lock_timeout', '1s', true);
+            -- Firing waits behind a DETACH waiting for its lock: wait little, and try again next round.
+            PERFORM set_config('lock_timeout', '200ms', true);
             EXECUTE format('SELECT count(*) FROM agentlab_sched_history.%I', p.part) INTO n;
             IF p.parent = 'runs' THEN
-                EXECUTE format('SELECT ARRAY(SELECT r.job_id FROM agentlab_sched_history.%1$I r WHERE r.job_id IS NOT NULL '
-                               'UNION SELECT a.job_id FROM agentlab_sched.approvals a '
-                               'JOIN agentlab_sched_history.%1$I r ON r.id = a.run_id WHERE a.job_id IS NOT NULL)', p.part)
-                    INTO jobs;
                 EXECUTE format('DELETE FROM agentlab_sched.approvals a USING agentlab_sched_history.%I r '
                                'WHERE a.run_id = r.id', p.part);
             END IF;
@@ -186,10 +197,6 @@ BEGIN
             PERFORM set_config('lock_timeout', saved, true);
             IF p.parent = 'runs' THEN
                 n_runs := n_runs + n;
-                DELETE FROM public.procrastinate_jobs j
-                WHERE j.id = ANY (jobs) AND j.status IN ('succeeded', 'failed', 'cancelled', 'aborted');
-                GET DIAGNOSTICS n = ROW_COUNT;
-                n_jobs := n_jobs + n;
             ELSIF p.parent = 'fires' THEN
                 n_fires := n_fires + n;
             END IF;
@@ -198,19 +205,6 @@ BEGIN
             PERFORM set_config('lock_timeout', saved, true);
         END;
     END LOOP;
-
-    -- Procrastinate's finished jobs that nothing happened to since the cutoff (their events go with them).
-    DELETE FROM public.procrastinate_jobs j
-    WHERE j.id IN (SELECT j2.id FROM public.procrastinate_jobs j2
-                   WHERE j2.status IN ('succeeded', 'failed', 'cancelled', 'aborted')
-                     AND NOT EXISTS (SELECT 1 FROM public.procrastinate_events e
-                                     WHERE e.job_id = j2.id AND e.at >= cutoff)
-                   ORDER BY j2.id LIMIT batch);
-    GET DIAGNOSTICS n = ROW_COUNT;
-    n_jobs := n_jobs + n;
-
-    DELETE FROM agentlab_sched.fire_requests q WHERE q.done_at < cutoff;
-    GET DIAGNOSTICS n_requests = ROW_COUNT;
 
     RETURN jsonb_build_object('fires', n_fires, 'runs', n_runs, 'jobs', n_jobs, 'requests', n_requests,
                               'partitions', n_parts);
