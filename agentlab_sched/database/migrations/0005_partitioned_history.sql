@@ -4,7 +4,7 @@
 -- (sql/72_partitions.sql), never a bulk DELETE.
 --
 -- The existing table of each becomes the first partition of its new parent, bound from MINVALUE to the
--- end of the day (month) of its newest row (an empty one is dropped): a CHECK constraint matching the bound, validated before the
+-- end of the day (month) of its newest row (an empty one is dropped instead): a CHECK constraint matching the bound, validated before the
 -- ATTACH, spares the ATTACH its scan, so no row moves. The cost is one index build per table (the primary
 -- key gains the partition key) and one validating scan; the old rows then age out by retention. Each
 -- parent has a DEFAULT partition, so a row whose time has no partition yet is still written.
@@ -93,8 +93,9 @@ BEGIN
             EXECUTE format('ALTER INDEX %s RENAME TO %I', ix.name, split_part(ix.name, '.', 2) || '_legacy');
         END LOOP;
         EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s)', legacy) INTO has_rows;
-        IF NOT has_rows THEN  -- a new database: nothing to keep
-            EXECUTE format('DROP TABLE %s', legacy);
+        IF NOT has_rows THEN
+            -- Nothing to keep: left out, and dropped by migrate once sql/ has made the views again on the
+            -- parent (they depend on it until then).
             EXECUTE format('CREATE TABLE agentlab_sched_history.%I PARTITION OF agentlab_sched.%I DEFAULT',
                            t.name || '_default', t.name);
             CONTINUE;

@@ -178,3 +178,27 @@ BEGIN
     RETURN keep;
 END
 $$;
+
+-- Drop the tables of schema agentlab_sched_history that are no partition (an empty table the upgrade to
+-- partitions left out, once nothing depends on it); one a view of someone else's still reads is kept, said
+-- in a notice. Returns the tables dropped.
+CREATE OR REPLACE FUNCTION agentlab_sched.drop_unattached_history() RETURNS text[]
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t text;
+    dropped text[] := '{}';
+BEGIN
+    FOR t IN SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = 'agentlab_sched_history' AND c.relkind = 'r' AND NOT c.relispartition LOOP
+        BEGIN
+            EXECUTE format('DROP TABLE agentlab_sched_history.%I', t);
+            dropped := dropped || t;
+        EXCEPTION WHEN dependent_objects_still_exist THEN
+            RAISE NOTICE 'agentlab_sched_history.% is kept: other objects depend on it', t;
+        END;
+    END LOOP;
+    RETURN dropped;
+END
+$$;
