@@ -153,3 +153,17 @@ async def test_retention_drops_whole_partitions_but_keeps_a_notification_still_t
     assert "outbox_p20301231" not in await _parts(conn, "outbox")
     cur = await conn.execute("SELECT count(*) AS n FROM agentlab_sched.outbox")
     assert (await cur.fetchone())["n"] == 0  # type: ignore[index]
+
+
+async def test_a_runs_notification_is_once_only_across_the_outbox_partitions(conn: Conn) -> None:
+    """The outbox is partitioned by its run's created_at, one value per run: the once-only key holds."""
+    sid = await _schedule(conn)
+    await conn.execute("SELECT agentlab_sched.ensure_partitions(%s)", (MIDNIGHT - timedelta(days=1),))
+    row = "INSERT INTO agentlab_sched.outbox (run_id, run_created_at, schedule_id, event) VALUES (%s, %s, %s, 'failed')"
+    run = "5f0c2d8e-0000-4000-8000-000000000001"
+    await conn.execute(row, (run, MIDNIGHT, sid))
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        async with conn.transaction():
+            await conn.execute(row, (run, MIDNIGHT, sid))
+    cur = await conn.execute("SELECT tableoid::regclass::text AS part FROM agentlab_sched.outbox")
+    assert [r["part"] for r in await cur.fetchall()] == ["agentlab_sched_history.outbox_p20310301"]
