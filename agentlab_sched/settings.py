@@ -147,7 +147,7 @@ class Settings:
         None,
         _text,
         "(none)",
-        "housekeeping prunes finished history older than this (e.g. `30d`)",
+        "housekeeping drops history partitions older than this (e.g. `30d`; else the database's `set_retention`)",
     )
     scheduler_queue: str = _setting(
         "AGENTLAB_SCHED_SCHEDULER_QUEUE",

@@ -5,6 +5,11 @@
 -- triggers, functions). Functions, triggers and views live in sql/.
 
 CREATE SCHEMA IF NOT EXISTS agentlab_sched;
+-- The partitions of the history tables (sql/72_partitions.sql makes and drops them): the tables that grow
+-- with time are partitioned by time, a partition a day (fires, runs, outbox, deliveries) or a month
+-- (schedule_changes), each with a DEFAULT partition that takes a row whose period has none yet.
+CREATE SCHEMA IF NOT EXISTS agentlab_sched_history;
+REVOKE ALL ON SCHEMA agentlab_sched_history FROM PUBLIC;
 
 -- ---------------------------------------------------------------------------------------------------
 -- Copies of Python definitions, written anew by every migrate, so that SQL says what Python says.
@@ -172,7 +177,7 @@ CREATE INDEX schedules_replan_idx ON agentlab_sched.schedules (id) WHERE replan 
 -- The audit of schedule definitions: one row per change (and per re-encryption of a webhook, which is
 -- recorded without being a change of the definition).
 CREATE TABLE agentlab_sched.schedule_changes (
-    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id bigint GENERATED ALWAYS AS IDENTITY,
     schedule_id bigint NOT NULL,
     schedule_name text NOT NULL,
     operation text NOT NULL,
@@ -181,8 +186,10 @@ CREATE TABLE agentlab_sched.schedule_changes (
     application_name text,
     old_values jsonb,
     new_values jsonb,
+    PRIMARY KEY (id, changed_at),
     CONSTRAINT schedule_changes_operation_check CHECK (operation IN ('insert', 'update', 'delete', 'rotate'))
-);
+) PARTITION BY RANGE (changed_at);
+CREATE TABLE agentlab_sched_history.schedule_changes_default PARTITION OF agentlab_sched.schedule_changes DEFAULT;
 CREATE INDEX schedule_changes_schedule_idx ON agentlab_sched.schedule_changes (schedule_id, id);
 
 -- Bookkeeping updates of a schedule announced by the owner's functions: the count-down of remaining_runs
@@ -217,10 +224,10 @@ CREATE TABLE agentlab_sched.code_deployments (
 -- foreign key: finishing a job never waits on the schedules table (a migration's LOCK TABLE, DDL), and
 -- PostgreSQL checks a foreign key again when a transaction updates a row it changed before (the batch
 -- finish writes a run's result, then the job trigger its status), a check that takes the schedule's row.
--- Deleting a schedule still unlinks its runs (sql/50_runs.sql). The foreign key to fires is added below
--- the fires table (each names the other).
+-- Deleting a schedule still unlinks its runs (sql/50_runs.sql). A run and its fire name each other
+-- without foreign keys (both tables are partitioned by time, and retention drops a period of both).
 CREATE TABLE agentlab_sched.runs (
-    id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    id uuid NOT NULL DEFAULT gen_random_uuid(),
     schedule_id bigint,
     fire_id bigint,
     task text NOT NULL,
@@ -268,8 +275,10 @@ CREATE TABLE agentlab_sched.runs (
         'succeeded', 'failed', 'cancelled', 'timed_out')),
     CONSTRAINT runs_segment_check CHECK (segment >= 1),
     CONSTRAINT runs_outcome_check CHECK (outcome IN ('succeeded', 'failed', 'aborted')),
+    PRIMARY KEY (id, created_at),
     CONSTRAINT runs_tally_pending_check CHECK (tally_pending IN ('success', 'failure'))
-);
+) PARTITION BY RANGE (created_at);
+CREATE TABLE agentlab_sched_history.runs_default PARTITION OF agentlab_sched.runs DEFAULT;
 -- The status lists of these partial indexes are literal (an index predicate is fixed when it is built);
 -- tests/contract/test_statuses.py checks each against agentlab_sched/core/statuses.py. The queries say the
 -- same with run_is_open() and the like, which PostgreSQL inlines, so the indexes serve them.
@@ -292,7 +301,7 @@ CREATE INDEX runs_waiting_idx ON agentlab_sched.runs (schedule_id) WHERE status 
 
 -- The fire ledger: one row per (schedule, due time, kind), whatever became of it.
 CREATE TABLE agentlab_sched.fires (
-    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id bigint GENERATED ALWAYS AS IDENTITY,
     schedule_id bigint NOT NULL REFERENCES agentlab_sched.schedules (id) ON DELETE CASCADE,
     fire_at timestamptz NOT NULL,
     kind text NOT NULL,
@@ -301,27 +310,25 @@ CREATE TABLE agentlab_sched.fires (
     reason text,
     reason_params jsonb,
     inputs jsonb,
-    -- Deferred: a fire and its run are written in one transaction, each naming the other.
-    run_id uuid REFERENCES agentlab_sched.runs (id) ON DELETE SET NULL DEFERRABLE INITIALLY DEFERRED,
+    run_id uuid,
     requested_by text,
     -- When the row was written, not when the tick's transaction began (lateness read from the ledger
     -- would be understated by the length of the batch).
     created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     -- Which request a manual or backfill fire carried out.
     request_id bigint,
+    PRIMARY KEY (id, fire_at),
+    -- Once-only: the partition key fire_at is part of it, so it holds across partitions.
     CONSTRAINT fires_once UNIQUE (schedule_id, fire_at, kind),
     CONSTRAINT fires_kind_check CHECK (kind IN ('scheduled', 'misfire', 'manual', 'backfill')),
     -- The fire statuses of agentlab_sched/core/statuses.py (tests/contract/test_statuses.py checks it).
     CONSTRAINT fires_status_check CHECK (status IN (
         'started', 'skipped_overlap', 'skipped_misfire', 'failed_to_start'))
-);
+) PARTITION BY RANGE (fire_at);
+CREATE TABLE agentlab_sched_history.fires_default PARTITION OF agentlab_sched.fires DEFAULT;
 CREATE INDEX fires_created_idx ON agentlab_sched.fires (created_at DESC, id DESC);
 CREATE INDEX fires_schedule_idx ON agentlab_sched.fires (schedule_id, fire_at DESC);
 CREATE INDEX fires_run_idx ON agentlab_sched.fires (run_id);
-
-ALTER TABLE agentlab_sched.runs
-    ADD CONSTRAINT runs_fire_fk FOREIGN KEY (fire_id) REFERENCES agentlab_sched.fires (id) ON DELETE SET NULL
-    DEFERRABLE INITIALLY DEFERRED;
 
 -- Manual and backfill fires asked for in SQL (trigger(), backfill()): a worker carries each out within a
 -- tick through the same rules as every fire, and links the ledger row it wrote.
@@ -363,7 +370,8 @@ CREATE UNIQUE INDEX fire_requests_manual_once ON agentlab_sched.fire_requests (s
 
 CREATE TABLE agentlab_sched.approvals (
     id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    run_id uuid NOT NULL REFERENCES agentlab_sched.runs (id) ON DELETE CASCADE,
+    -- No foreign key (runs is partitioned): retention removes the approvals of the runs it drops.
+    run_id uuid NOT NULL,
     segment integer NOT NULL,
     title text NOT NULL,
     state jsonb,
@@ -423,8 +431,8 @@ CREATE INDEX workers_seen_idx ON agentlab_sched.workers (seen_at);
 -- being finished; the check would take the schedule's row). Deleting a schedule still removes its
 -- notifications (sql/60_notify.sql), and the dispatcher drops a row whose schedule is gone.
 CREATE TABLE agentlab_sched.outbox (
-    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    run_id uuid NOT NULL REFERENCES agentlab_sched.runs (id) ON DELETE CASCADE,
+    id bigint GENERATED ALWAYS AS IDENTITY,
+    run_id uuid NOT NULL,
     schedule_id bigint,
     event text NOT NULL CHECK (event IN ('finished', 'failed', 'awaiting_approval', 'test')),
     segment integer NOT NULL DEFAULT 1,
@@ -435,22 +443,28 @@ CREATE TABLE agentlab_sched.outbox (
     last_error text,
     created_at timestamptz NOT NULL DEFAULT now(),
     sent_at timestamptz,
-    CONSTRAINT outbox_once UNIQUE (run_id, event, segment)
-);
+    -- The partition key: the run's created_at (one value per run), so the once-only key holds.
+    run_created_at timestamptz NOT NULL,
+    PRIMARY KEY (id, run_created_at),
+    CONSTRAINT outbox_once UNIQUE (run_id, event, segment, run_created_at)
+) PARTITION BY RANGE (run_created_at);
+CREATE TABLE agentlab_sched_history.outbox_default PARTITION OF agentlab_sched.outbox DEFAULT;
 CREATE INDEX outbox_pending_idx ON agentlab_sched.outbox (next_attempt_at) WHERE status = 'pending';
 CREATE INDEX outbox_schedule_idx ON agentlab_sched.outbox (schedule_id);
 
 -- Each attempt at delivering an outbox row.
 CREATE TABLE agentlab_sched.deliveries (
-    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    outbox_id bigint REFERENCES agentlab_sched.outbox (id) ON DELETE CASCADE,
+    id bigint GENERATED ALWAYS AS IDENTITY,
+    outbox_id bigint,
     attempted_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     http_status integer,
     platform_code text,
     platform_text text,
     outcome text NOT NULL,
-    detail text
-);
+    detail text,
+    PRIMARY KEY (id, attempted_at)
+) PARTITION BY RANGE (attempted_at);
+CREATE TABLE agentlab_sched_history.deliveries_default PARTITION OF agentlab_sched.deliveries DEFAULT;
 CREATE INDEX deliveries_outbox_idx ON agentlab_sched.deliveries (outbox_id);
 
 -- Per-bot send slots (rate limits that hold across workers).

@@ -92,6 +92,9 @@ def migrate(
                 queries.run_script_sync(conn, path.read_text(encoding="utf-8"))
                 report.sql_files.append(path.name)
             _catalogue(conn, locale, on_time_window)
+            # The history tables' partitions for today and the days ahead (housekeeping keeps them made).
+            queries.execute_sync(conn, "ensure_partitions")
+            queries.execute_sync(conn, "drop_unattached_history")
             if cron_schema:
                 report.cron_blocker = queries.value_sync(conn, "install_cron_compat", {"schema": cron_schema})
     return report

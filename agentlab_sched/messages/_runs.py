@@ -232,9 +232,9 @@ MESSAGES.update(
         ),
         "run.pruned": (
             "pruned history older than {older_than}: {fires} fires, {runs} runs, {jobs} jobs, {requests} fire "
-            "requests (the newest fire of each schedule and unfinished runs are kept)",
-            "已清理 {older_than} 之前的记录:触发 {fires} 条、运行 {runs} 次、作业 {jobs} 个、触发请求 {requests} 个"
-            "(每个定时任务最新的一次触发和未结束的运行都保留)",
+            "requests, in {partitions} whole partitions (a day still holding unfinished work is kept)",
+            "已清理 {older_than} 之前的记录:触发 {fires} 条、运行 {runs} 次、作业 {jobs} 个、触发请求 {requests} 个,"
+            "共 {partitions} 个整分区(仍有未结束工作的那一天保留)",
         ),
         "run.none": ("no runs", "没有运行记录"),
         "fire.none": ("no fires", "没有触发记录"),

@@ -177,6 +177,11 @@ MESSAGES.update(
             "已挂起的运行:{count} 个({runs}):请继续运行或放弃(agentlab-sched runs resume 编号,runs abandon 编号;"
             "一次处理全部:runs resume --suspended [定时任务]);或设置定时任务的 on_interrupt",
         ),
+        "doctor.default_partition_rows": (
+            "history rows in a default partition (their period has no partition yet): {count} ({tables}); "
+            "housekeeping moves them into partitions of their own",
+            "位于默认分区中的历史记录(其时段尚无分区):{count} 条({tables});housekeeping 会把它们移入各自的分区",
+        ),
         "doctor.failed_requests": (
             "fire requests that failed in the last day: {count} ({details})",
             "最近一天失败的触发请求:{count} 个({details})",

@@ -89,6 +89,7 @@ async def examine(
     findings += _schedules(facts)
     findings += await _pg_cron_doubles(conn)
     findings.append(_runs(facts))
+    findings += _default_partitions(facts)
     findings += _requests(facts)
     findings += _notifications(facts)
     findings.append(_keys(facts, settings))
@@ -341,6 +342,23 @@ def _runs(facts: Mapping[str, Any]) -> Finding:
             tuple(suspended),
         )
     return Finding("runs", "ok", "doctor.suspended_none")
+
+
+def _default_partitions(facts: Mapping[str, Any]) -> list[Finding]:
+    """Rows in a history table's DEFAULT partition: their period has no partition yet (housekeeping gives
+    them one; until then retention cannot drop them)."""
+    found = facts.get("default_partition_rows") or {}
+    if not found:
+        return []
+    return [
+        Finding(
+            "partitions",
+            "warning",
+            "doctor.default_partition_rows",
+            {"count": sum(found.values()), "tables": [f"{t}: {n}" for t, n in sorted(found.items())]},
+            tuple({"table": t, "rows": n} for t, n in sorted(found.items())),
+        )
+    ]
 
 
 def _requests(facts: Mapping[str, Any]) -> list[Finding]:

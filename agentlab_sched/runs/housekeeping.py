@@ -6,8 +6,11 @@ waiting at a time): SQL ``agentlab_sched.housekeeping(...)`` (sql/80_housekeepin
   every 10 s a dead worker's run is suspended within about 40 s;
 - aborts runs past their deadline (a worker with the run middleware does this on time; this is the
   fallback) and reports tasks that ignore the abort;
-- with ``AGENTLAB_SCHED_RETENTION`` (e.g. ``30d``), prunes older history, at most once every
-  ``PRUNE_EVERY`` seconds per worker and ``PRUNE_BATCH`` runs at a time.
+- at most once every ``PRUNE_EVERY`` seconds per worker: makes the history tables' partitions for the
+  days ahead (a week; two months for the monthly audit) and gives rows found in a DEFAULT partition one of
+  their own; then, with ``AGENTLAB_SCHED_RETENTION`` (e.g. ``30d``) or else the database's retention
+  (``agentlab_sched.set_retention``), drops the partitions past it (``prune``), and at most
+  ``PRUNE_BATCH`` of Procrastinate's finished jobs.
 
 `agentlab-sched worker` runs the same round in its own process every `EVERY` seconds (`Housekeeper`)
 rather than as a periodic job; plain `procrastinate worker` hosts run the periodic task.
@@ -69,15 +72,20 @@ async def run_once(app: procrastinate.App, settings: Settings | None = None) -> 
     settings = settings or Settings.from_env()
     keep = retention(settings)
     now = time.monotonic()
-    if keep is not None and now - _pruned_at.get(id(app), -PRUNE_EVERY) < PRUNE_EVERY:
-        keep = None
+    due = now - _pruned_at.get(id(app), -PRUNE_EVERY) >= PRUNE_EVERY
     async with scheduler_connection(app, settings) as conn:
         done: dict[str, Any] = await queries.value(
             conn,
             "housekeeping",
-            {"stalled_after": STALLED_AFTER, "keep": keep, "abort_grace": ABORT_GRACE, "batch": PRUNE_BATCH},
+            {
+                "stalled_after": STALLED_AFTER,
+                "keep": keep,
+                "abort_grace": ABORT_GRACE,
+                "batch": PRUNE_BATCH,
+                "prune_due": due,
+            },
         )
-    if keep is not None:
+    if due:
         _pruned_at[id(app)] = now
     done = done or {}
     if done.get("suspended") or done.get("timeouts"):

@@ -145,6 +145,8 @@ class PruneReport:
     runs: int
     jobs: int
     requests: int
+    #: Whole partitions of the history tables dropped.
+    partitions: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -327,9 +329,9 @@ async def enforce_timeouts(
 async def prune(
     conn: psycopg.AsyncConnection[Any], older_than: timedelta, *, now: datetime | None = None, batch: int | None = None
 ) -> PruneReport:
-    """Remove finished history older than ``older_than`` (fires, runs with their approvals and
-    notifications, their Procrastinate jobs, fire requests); never the newest fire of a schedule, never
-    a run that has not ended."""
+    """Remove history older than ``older_than`` by whole partitions (fires, runs with their approvals and
+    notifications, their Procrastinate jobs; fire requests); never a partition holding a run that has not
+    ended, a fire whose run has not ended or a notification still to send."""
     async with conn.transaction(), errors.translated():
         removed = await queries.value(conn, "prune", {"age": older_than, "now": now, "batch": batch})
     return PruneReport(**removed)

@@ -179,15 +179,17 @@ def test_fires_lists_the_ledger_with_filters(db_url: str) -> None:
 
 def test_prune_reports_what_it_removed_and_refuses_bad_ages(db_url: str) -> None:
     setup(db_url, waiting_run)
+    # The day of the skipped fire goes whole; the day of the run awaiting approval stays.
     assert ok(db_url, "prune", "--older-than", "30d") == (
-        "pruned history older than 30 days: 0 fires, 0 runs, 0 jobs, 0 fire requests (the newest fire of each "
-        "schedule and unfinished runs are kept)\n"
+        "pruned history older than 30 days: 1 fires, 0 runs, 0 jobs, 0 fire requests, in 1 whole partitions "
+        "(a day still holding unfinished work is kept)\n"
     )
     assert json.loads(ok(db_url, "prune", "--older-than", "1h", "--json")) == {
         "fires": 0,
         "runs": 0,
         "jobs": 0,
         "requests": 0,
+        "partitions": 0,
     }
     assert refused(db_url, "prune", "--older-than", "30s") == (
         "older_than: 30 seconds is too short; keep at least 1 minute of history"

@@ -53,7 +53,8 @@ CATALOG: dict[str, str] = {
         SELECT c.relname || '.' || t.tgname, pg_get_triggerdef(t.oid)
         FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_proc p ON p.oid = t.tgfoid
         JOIN pg_namespace n ON n.oid = p.pronamespace
-        WHERE n.nspname = 'agentlab_sched' AND NOT t.tgisinternal""",
+        WHERE n.nspname = 'agentlab_sched' AND NOT t.tgisinternal
+          AND t.tgparentid = 0  -- a partition's copy of its parent's trigger is the parent's""",
     "view": """
         SELECT c.relname, pg_get_viewdef(c.oid)
         FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace

@@ -187,8 +187,9 @@ def _outbox_row(conn: psycopg.Connection, **values: Any) -> None:
         f"INSERT INTO {S}.runs (task, status, started_by) VALUES ('demo.echo', 'failed', 'test') RETURNING id"
     ).fetchone()["id"]
     conn.execute(
-        f"""INSERT INTO {S}.outbox (run_id, event, status, attempts, last_error, created_at)
-            VALUES (%(run)s, 'failed', %(status)s, %(attempts)s, %(error)s, now() - %(age)s::interval)""",
+        f"""INSERT INTO {S}.outbox (run_id, event, status, attempts, last_error, created_at, run_created_at)
+            VALUES (%(run)s, 'failed', %(status)s, %(attempts)s, %(error)s, now() - %(age)s::interval,
+                    now() - %(age)s::interval)""",
         {"run": run, **values},
     )
 

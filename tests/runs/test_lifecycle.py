@@ -644,8 +644,7 @@ async def test_isolated_runs_get_a_fresh_session_key_each(conn: Conn) -> None:
 # --------------------------------------------------------------------------------------------------
 
 
-async def test_prune_keeps_the_newest_fire_and_unfinished_runs(conn: Conn) -> None:
-    old = NINE - timedelta(days=40)
+async def test_prune_drops_whole_partitions_past_retention_but_never_live_work(conn: Conn) -> None:
     a = await make_schedule(conn, "a", next_run_at=None, overlap="allow_all")
     b = await make_schedule(conn, "b", next_run_at=None)
 
@@ -664,18 +663,15 @@ async def test_prune_keeps_the_newest_fire_and_unfinished_runs(conn: Conn) -> No
     gone = await finished(a, "manual:gone", ask_first=True)
     running = await launch(conn, a, "manual:running")
     await set_job_status(conn, running["job_id"], "doing")
-    await conn.execute(  # a fire that launched nothing
-        """INSERT INTO agentlab_sched.fires (schedule_id, fire_at, kind, status, reason_code, reason)
-           VALUES (%s, %s, 'scheduled', 'skipped_overlap', 'overlap.in_progress', 'busy')""",
-        (a, old),
-    )
-    newest_a = await finished(a, "manual:newest")
-    only_b = await finished(b, "manual:only")
-    # All of it 40 days old.
-    await conn.execute("UPDATE agentlab_sched.fires SET created_at = %s", (old,))
-    await conn.execute("UPDATE agentlab_sched.runs SET finished_at = %s WHERE finished_at IS NOT NULL", (old,))
+    await finished(a, "manual:newest")
+    await finished(b, "manual:only")
+    # All of it 100 days before it happened (the rows move to the DEFAULT partitions: no partition there).
+    await conn.execute("UPDATE agentlab_sched.fires SET fire_at = fire_at - interval '100 days'")
+    await conn.execute("UPDATE agentlab_sched.runs SET created_at = created_at - interval '100 days'")
+    await conn.execute("UPDATE procrastinate_events SET at = at - interval '100 days'")
     jobs_before = {gone["job_id"], *(a_["job_id"] for a_ in await approvals_of(conn, gone["id"]))}
     assert len(jobs_before) == 2
+    assert len(await approvals_of(conn, gone["id"])) == 1
 
     with pytest.raises(ValidationError) as err:
         await lifecycle.prune(conn, timedelta(seconds=30), now=NINE)
@@ -684,20 +680,28 @@ async def test_prune_keeps_the_newest_fire_and_unfinished_runs(conn: Conn) -> No
         "「保留时长」30 秒太短;运行记录至少保留 1 分钟",
     )
 
+    # The day of the running run is kept whole: its runs and its fires. Procrastinate's finished jobs
+    # with nothing since the cutoff go all the same (every segment's of the run `gone`).
     report = await lifecycle.prune(conn, timedelta(days=30), now=NINE)
-    assert report == lifecycle.PruneReport(fires=2, runs=1, jobs=2, requests=0)
-    cur = await conn.execute("SELECT id FROM agentlab_sched.runs ORDER BY created_at")
-    assert [r["id"] for r in await cur.fetchall()] == [running["id"], newest_a["id"], only_b["id"]]
+    assert report == lifecycle.PruneReport(fires=0, runs=0, jobs=4, requests=0, partitions=0)
+    cur = await conn.execute("SELECT count(*) AS n FROM agentlab_sched.runs")
+    assert (await cur.fetchone())["n"] == 4
     cur = await conn.execute("SELECT count(*) AS n FROM procrastinate_jobs WHERE id = ANY(%s)", (list(jobs_before),))
     assert (await cur.fetchone())["n"] == 0
-    assert [f["run_id"] for f in await fires(conn, a)] == [running["id"], newest_a["id"]]
-    assert [f["run_id"] for f in await fires(conn, b)] == [only_b["id"]]
+    # Once it has ended (its job's end an event of the same old day), the day goes: fires, runs, approvals.
+    await set_job_status(conn, running["job_id"], "succeeded")
+    await conn.execute("UPDATE procrastinate_events SET at = least(at, %s)", (NINE - timedelta(days=40),))
+    report = await lifecycle.prune(conn, timedelta(days=30), now=NINE)
+    assert report == lifecycle.PruneReport(fires=4, runs=4, jobs=1, requests=0, partitions=2)
+    for table in ("runs", "fires", "approvals"):
+        cur = await conn.execute(f"SELECT count(*) AS n FROM agentlab_sched.{table}")
+        assert (await cur.fetchone())["n"] == 0, table
     # Again: nothing more to do.
-    assert await lifecycle.prune(conn, timedelta(days=30), now=NINE) == lifecycle.PruneReport(0, 0, 0, 0)
+    assert await lifecycle.prune(conn, timedelta(days=30), now=NINE) == lifecycle.PruneReport(0, 0, 0, 0, 0)
 
 
 async def test_housekeeping_runs_every_check_and_prunes_with_a_retention(conn: Conn) -> None:
-    cur = await conn.execute("SELECT agentlab_sched.housekeeping() AS done")
+    cur = await conn.execute("SELECT agentlab_sched.housekeeping(prune_due => false) AS done")
     assert (await cur.fetchone())["done"] == {"pruned_ticks": 0, "suspended": 0, "timeouts": 0, "tallied": 0}
     cur = await conn.execute(
         "SELECT agentlab_sched.housekeeping(now(), interval '30 seconds', interval '30 days') AS done"
@@ -707,8 +711,15 @@ async def test_housekeeping_runs_every_check_and_prunes_with_a_retention(conn: C
         "suspended": 0,
         "timeouts": 0,
         "tallied": 0,
-        "pruned": {"fires": 0, "runs": 0, "jobs": 0, "requests": 0},
+        "partitions": {"created": 0, "moved": 0},
+        "pruned": {"fires": 0, "runs": 0, "jobs": 0, "requests": 0, "partitions": 0},
     }
+    # The database's own retention serves when the caller gives none.
+    await conn.execute("SELECT agentlab_sched.set_retention(interval '30 days')")
+    cur = await conn.execute("SELECT agentlab_sched.housekeeping() -> 'pruned' AS p")
+    assert (await cur.fetchone())["p"] == {"fires": 0, "runs": 0, "jobs": 0, "requests": 0, "partitions": 0}
+    with pytest.raises(psycopg.errors.InvalidParameterValue):
+        await conn.execute("SELECT agentlab_sched.set_retention(interval '5 seconds')")
 
 
 def test_retention_ages_parse_or_name_the_setting() -> None:

@@ -173,3 +173,11 @@ UNLISTEN {channel}
 -- name: in_recovery
 -- Is this server a standby (a command that wrote was refused: say why).
 SELECT pg_is_in_recovery() AS in_recovery
+
+-- name: ensure_partitions
+-- The partitions of the history tables for now and the periods ahead (sql/72_partitions.sql).
+SELECT agentlab_sched.ensure_partitions(now()) AS made
+
+-- name: drop_unattached_history
+-- The history tables an upgrade left out (empty), once sql/ made their views again on the parents.
+SELECT agentlab_sched.drop_unattached_history() AS dropped

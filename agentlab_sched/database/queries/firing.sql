@@ -95,11 +95,12 @@ FROM agentlab_sched.schedules WHERE enabled AND next_run_at IS NOT NULL
 LISTEN agentlab_sched_schedules
 
 -- name: housekeeping
--- One round of housekeeping: suspended runs, timeouts, retention; what it did. A database up for less
+-- One round of housekeeping: suspended runs, timeouts, and when %(prune_due)s the partitions ahead and
+-- retention; what it did. A database up for less
 -- than the stall window (it restarted) has heard no heartbeat from workers that are alive but could not
 -- reach it meanwhile: runs are not suspended until it has been up that long.
 SELECT agentlab_sched.housekeeping(
     now(),
     CASE WHEN pg_postmaster_start_time() > now() - %(stalled_after)s::interval THEN interval '100 years'
          ELSE %(stalled_after)s::interval END,
-    %(keep)s::interval, %(abort_grace)s::interval, %(batch)s) AS done
+    %(keep)s::interval, %(abort_grace)s::interval, %(batch)s, %(prune_due)s) AS done

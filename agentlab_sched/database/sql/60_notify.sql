@@ -63,8 +63,8 @@ BEGIN
             SELECT 1 FROM agentlab_sched.outbox o WHERE o.run_id = NEW.id AND o.event = ev) THEN
         RETURN NULL;
     END IF;
-    INSERT INTO agentlab_sched.outbox (run_id, schedule_id, event, segment, payload)
-    VALUES (NEW.id, NEW.schedule_id, ev, NEW.segment,
+    INSERT INTO agentlab_sched.outbox (run_id, run_created_at, schedule_id, event, segment, payload)
+    VALUES (NEW.id, NEW.created_at, NEW.schedule_id, ev, NEW.segment,
             jsonb_build_object('status', NEW.status, 'error', NEW.error, 'error_code', NEW.error_code,
                                'started_at', NEW.started_at, 'finished_at', NEW.finished_at))
     ON CONFLICT ON CONSTRAINT outbox_once DO NOTHING;

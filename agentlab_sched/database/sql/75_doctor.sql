@@ -130,6 +130,9 @@ AS $$
             SELECT jsonb_agg(jsonb_build_object('task', u.task, 'schedules', u.names) ORDER BY u.task)
             FROM (SELECT s.task, jsonb_agg(s.name ORDER BY s.name) AS names FROM agentlab_sched.schedules s
                   WHERE s.enabled AND NOT agentlab_sched.task_registered(s.task) GROUP BY s.task) u), '[]'::jsonb),
+        -- Rows in a DEFAULT partition of a history table (NULL when the caller may not look).
+        'default_partition_rows', CASE WHEN has_function_privilege('agentlab_sched.default_partition_rows()', 'EXECUTE')
+                                       THEN agentlab_sched.default_partition_rows() END,
         'suspended_runs', coalesce((
             SELECT jsonb_agg(jsonb_build_object('run', left(r.id::text, 6), 'run_id', r.id, 'schedule', s.name,
                                                 'since', coalesce(r.suspended_at, r.updated_at)) ORDER BY r.created_at)

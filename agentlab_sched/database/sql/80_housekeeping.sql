@@ -6,7 +6,8 @@
 --   time_out_run);
 -- - runs' ends that could not be counted against their schedule when their job finished (the schedules
 --   table or row was locked) are counted (apply_pending_tallies);
--- - with a `retention`, history older than that is pruned, at most `prune_batch` runs a call (prune).
+-- - the partitions of the history tables ahead are made (ensure_partitions, sql/72_partitions.sql);
+-- - with a `retention` (or the database's), partitions past it are dropped (prune).
 -- Every part skips rows another worker is handling; any number of workers can run it at once. The
 -- windows default to agentlab_sched/limits.py's (policy_interval).
 
@@ -121,11 +122,14 @@ BEGIN
 END
 $$;
 
--- Remove history older than `older_than` (at least a minute): finished runs (with their approvals and
--- notifications, and their Procrastinate jobs), the fires that launched them or launched nothing, and
--- fire requests carried out. Never the newest fire of a schedule (nor its run), never a run that has
--- not ended, never a run with a notification still to send. `batch` bounds the runs (and fires) of one
--- call. Returns the counts.
+-- Remove history older than `older_than` (at least a minute) by whole partitions (sql/72_partitions.sql):
+-- a partition of a history table whose period ended before now - older_than is detached and dropped,
+-- unless it holds a run that has not ended, a fire whose run has not ended, or a notification still to
+-- send; rows in a DEFAULT partition get a partition of their own first. With the runs go their approvals.
+-- Procrastinate's finished jobs with no event since the cutoff go too (at most `batch` a call), and fire
+-- requests carried out before it. A DETACH waits at most 200 ms for its lock (firing waits behind it); a
+-- partition it could not take is left for the next call. Returns the counts: rows of the dropped
+-- partitions (fires, runs), jobs, requests and partitions.
 CREATE OR REPLACE FUNCTION agentlab_sched.prune(older_than interval, now timestamptz DEFAULT now(),
                                                 batch integer DEFAULT NULL)
 RETURNS jsonb
@@ -135,12 +139,15 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     cutoff timestamptz;
-    victims uuid[];
-    jobs bigint[];
-    n_fires integer;
-    n_runs integer;
-    n_jobs integer;
+    p record;
+    lo timestamptz;
+    n bigint;
+    saved text := current_setting('lock_timeout');
+    n_fires bigint := 0;
+    n_runs bigint := 0;
+    n_jobs integer := 0;
     n_requests integer;
+    n_parts integer := 0;
 BEGIN
     IF older_than IS NULL OR older_than < interval '1 minute' THEN
         PERFORM agentlab_sched.fail('retention.too_short', 'older_than', jsonb_build_object(
@@ -148,50 +155,71 @@ BEGIN
             'seconds', extract(epoch FROM older_than)::bigint));
     END IF;
     cutoff := now - older_than;
-    victims := ARRAY(
-        SELECT r.id FROM agentlab_sched.runs r
-        WHERE agentlab_sched.run_is_final(r.status) AND r.finished_at < cutoff
-          AND NOT EXISTS (SELECT 1 FROM agentlab_sched.fires f
-                          WHERE f.run_id = r.id
-                            AND NOT EXISTS (SELECT 1 FROM agentlab_sched.fires n
-                                            WHERE n.schedule_id = f.schedule_id AND n.id > f.id))
-          AND NOT EXISTS (SELECT 1 FROM agentlab_sched.outbox o WHERE o.run_id = r.id AND o.status = 'pending')
-        ORDER BY r.finished_at
-        LIMIT batch);
-    jobs := ARRAY(
-        SELECT r.job_id FROM agentlab_sched.runs r WHERE r.id = ANY (victims) AND r.job_id IS NOT NULL
-        UNION
-        SELECT a.job_id FROM agentlab_sched.approvals a WHERE a.run_id = ANY (victims) AND a.job_id IS NOT NULL);
+    PERFORM agentlab_sched.ensure_partitions(now);
 
-    DELETE FROM agentlab_sched.fires f
-    WHERE f.id IN (
-        SELECT f2.id FROM agentlab_sched.fires f2
-        WHERE f2.created_at < cutoff
-          AND (f2.run_id IS NULL OR f2.run_id = ANY (victims))
-          AND EXISTS (SELECT 1 FROM agentlab_sched.fires n WHERE n.schedule_id = f2.schedule_id AND n.id > f2.id)
-        ORDER BY f2.id
-        LIMIT batch);
-    GET DIAGNOSTICS n_fires = ROW_COUNT;
-
-    DELETE FROM agentlab_sched.runs r WHERE r.id = ANY (victims);
-    GET DIAGNOSTICS n_runs = ROW_COUNT;
-
+    -- First what takes no lock of the history tables. Procrastinate's finished jobs that nothing happened
+    -- to since the cutoff (their events go with them; a run still kept loses its link to the job).
     DELETE FROM public.procrastinate_jobs j
-    WHERE j.id = ANY (jobs) AND j.status IN ('succeeded', 'failed', 'cancelled', 'aborted');
+    WHERE j.id IN (SELECT j2.id FROM public.procrastinate_jobs j2
+                   WHERE j2.status IN ('succeeded', 'failed', 'cancelled', 'aborted')
+                     AND NOT EXISTS (SELECT 1 FROM public.procrastinate_events e
+                                     WHERE e.job_id = j2.id AND e.at >= cutoff)
+                   ORDER BY j2.id LIMIT batch);
     GET DIAGNOSTICS n_jobs = ROW_COUNT;
 
     DELETE FROM agentlab_sched.fire_requests q WHERE q.done_at < cutoff;
     GET DIAGNOSTICS n_requests = ROW_COUNT;
 
-    RETURN jsonb_build_object('fires', n_fires, 'runs', n_runs, 'jobs', n_jobs, 'requests', n_requests);
+    -- Last, the partitions: a DETACH holds its table's lock until the caller's transaction ends.
+    FOR p IN SELECT * FROM agentlab_sched.history_partitions() x
+             WHERE NOT x.is_default AND x.upper_bound <= cutoff ORDER BY x.upper_bound, x.parent LOOP
+        lo := coalesce(p.lower_bound, '-infinity');
+        -- Live work keeps its partition: open runs are few, found by index.
+        CONTINUE WHEN p.parent = 'runs' AND EXISTS (
+            SELECT 1 FROM agentlab_sched.runs r
+            WHERE NOT agentlab_sched.run_is_final(r.status) AND r.created_at >= lo AND r.created_at < p.upper_bound);
+        CONTINUE WHEN p.parent = 'fires' AND EXISTS (
+            SELECT 1 FROM agentlab_sched.runs r JOIN agentlab_sched.fires f ON f.run_id = r.id
+            WHERE NOT agentlab_sched.run_is_final(r.status) AND f.fire_at >= lo AND f.fire_at < p.upper_bound);
+        CONTINUE WHEN p.parent = 'outbox' AND EXISTS (
+            SELECT 1 FROM agentlab_sched.outbox o
+            WHERE o.status = 'pending' AND o.run_created_at >= lo AND o.run_created_at < p.upper_bound);
+        BEGIN
+            -- Firing waits behind a DETACH waiting for its lock: wait little, and try again next round.
+            PERFORM set_config('lock_timeout', '200ms', true);
+            EXECUTE format('SELECT count(*) FROM agentlab_sched_history.%I', p.part) INTO n;
+            IF p.parent = 'runs' THEN
+                EXECUTE format('DELETE FROM agentlab_sched.approvals a USING agentlab_sched_history.%I r '
+                               'WHERE a.run_id = r.id', p.part);
+            END IF;
+            EXECUTE format('ALTER TABLE agentlab_sched.%I DETACH PARTITION agentlab_sched_history.%I', p.parent, p.part);
+            EXECUTE format('DROP TABLE agentlab_sched_history.%I', p.part);
+            PERFORM set_config('lock_timeout', saved, true);
+            IF p.parent = 'runs' THEN
+                n_runs := n_runs + n;
+            ELSIF p.parent = 'fires' THEN
+                n_fires := n_fires + n;
+            END IF;
+            n_parts := n_parts + 1;
+        EXCEPTION WHEN lock_not_available THEN
+            PERFORM set_config('lock_timeout', saved, true);
+        END;
+    END LOOP;
+
+    RETURN jsonb_build_object('fires', n_fires, 'runs', n_runs, 'jobs', n_jobs, 'requests', n_requests,
+                              'partitions', n_parts);
 END
 $$;
 
+DROP FUNCTION IF EXISTS agentlab_sched.housekeeping(timestamptz, interval, interval, interval, integer);
+-- One round: the parts above, then (when `prune_due`) the partitions ahead and, with a `retention` (or
+-- the database's, set_retention()), prune().
 CREATE OR REPLACE FUNCTION agentlab_sched.housekeeping(now timestamptz DEFAULT now(),
                                                        stalled_after interval DEFAULT agentlab_sched.policy_interval('stall_seconds'),
                                                        retention interval DEFAULT NULL,
                                                        abort_grace interval DEFAULT agentlab_sched.policy_interval('abort_grace_seconds'),
-                                                       prune_batch integer DEFAULT 1000)
+                                                       prune_batch integer DEFAULT 1000,
+                                                       prune_due boolean DEFAULT true)
 RETURNS jsonb
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -212,8 +240,12 @@ BEGIN
         'suspended', agentlab_sched.detect_suspended(now, stalled_after),
         'timeouts', agentlab_sched.enforce_timeouts(now, abort_grace),
         'tallied', agentlab_sched.apply_pending_tallies());
-    IF retention IS NOT NULL THEN
-        done := done || jsonb_build_object('pruned', agentlab_sched.prune(retention, now, prune_batch));
+    IF prune_due THEN
+        done := done || jsonb_build_object('partitions', agentlab_sched.ensure_partitions(now));
+        retention := coalesce(retention, agentlab_sched.retention());
+        IF retention IS NOT NULL THEN
+            done := done || jsonb_build_object('pruned', agentlab_sched.prune(retention, now, prune_batch));
+        END IF;
     END IF;
     RETURN done;
 END

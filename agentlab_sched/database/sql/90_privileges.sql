@@ -46,7 +46,7 @@ AS $$
             'schedule', 'schedule_many', 'alter_schedule', 'unschedule', 'pause', 'resume', 'trigger', 'trigger_now',
             'backfill',
             'approve', 'reject', 'resume_run', 'abandon', 'resume_suspended', 'abandon_suspended', 'cancel_run',
-            'reset_session', 'prune',
+            'reset_session', 'prune', 'set_retention', 'ensure_partitions', 'default_partition_rows',
             'set_webhook', 'rotate_webhook', 'mark_imported',
             -- schedules defined in code: a deploy's sync (schedules/code.py)
             'begin_code_sync', 'end_code_sync', 'code_schedule_mark', 'code_schedule_gone',
@@ -61,7 +61,7 @@ AS $$
             'fetch_jobs', 'finish_jobs', 'run_context', 'await_approval', 'record_task_error', 'record_result', 'record_unknown_task',
             'hand_back_job', 'mark_shutdown',
             'finish_after_abort', 'renew_session', 'housekeeping', 'detect_suspended', 'enforce_timeouts',
-            'time_out_run',
+            'time_out_run', 'ensure_partitions', 'default_partition_rows',
             -- what a worker says of itself (agentlab-sched doctor reads it)
             'report_worker', 'forget_worker']
         ELSE ARRAY[]::text[]
