@@ -59,7 +59,7 @@ AS $$
             'next_request', 'carry_out_request', 'fail_request',
             -- running jobs (agentlab-sched worker's runner, the run middleware) and housekeeping
             'fetch_jobs', 'finish_jobs', 'run_context', 'await_approval', 'record_task_error', 'record_result', 'record_unknown_task',
-            'hand_back_job', 'mark_shutdown',
+            'hand_back_job', 'mark_shutdown', 'shutdown_outcome',
             'finish_after_abort', 'renew_session', 'housekeeping', 'detect_suspended', 'enforce_timeouts',
             'time_out_run',
             -- what a worker says of itself (agentlab-sched doctor reads it)
