@@ -124,7 +124,7 @@ def test_a_missing_privilege_is_one_line_naming_what_has_it(
 def test_doctor_runs_as_the_reader_and_the_admin(logins: Logins, who: str) -> None:
     result = invoke(logins.url(getattr(logins, who)), ["doctor"])
     assert result.exit_code == 1, result.output  # no worker runs: that needs a person
-    assert "✗ workers: none running, and 1 enabled schedules wait to fire" in result.stdout
+    assert "✗ workers: none running, and 1 enabled schedule waits to fire" in result.stdout
     assert "✓ schema: up to date" in result.stdout
     unseen = "· webhook keys: not checked (this role may not read the stored webhooks; the admin may)"
     assert (unseen in result.stdout) == (who == "reader"), result.stdout
