@@ -264,11 +264,13 @@ MESSAGES.update(
 # Singular forms (a count of 1), English only: Chinese has no plural (messages.ONE).
 SINGULAR: dict[str, str] = {
     "doctor.workers_none": (
-        "workers: none running, and {count} enabled schedule waits to fire; start one: agentlab-sched worker --app APP (or procrastinate --app APP worker)"
+        "workers: none running, and {count} enabled schedule waits to fire; start one: agentlab-sched worker "
+        "--app APP (or procrastinate --app APP worker)"
     ),
     "doctor.fires": ("firing: {count} live worker can fire schedules"),
     "doctor.keys_not_here": (
-        "webhook keys: {count} webhook is stored, but AGENTLAB_SCHED_SECRET_KEY is not set here, so it cannot be checked"
+        "webhook keys: {count} webhook is stored, but AGENTLAB_SCHED_SECRET_KEY is not set here, so it "
+        "cannot be checked"
     ),
     "doctor.keys_ok": ("webhook keys: the {count} webhook decrypts"),
     "doctor.migrations_ok": ("schema: up to date ({count} migration applied)"),

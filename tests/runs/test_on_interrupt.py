@@ -210,7 +210,9 @@ async def test_retry_is_carried_out_by_either_housekeeping(db_url: str, conn: Co
 @pytest.mark.parametrize(
     ("policy", "status"), [("retry", "queued"), ("suspend", "suspended"), ("abandon", "cancelled")]
 )
-async def test_a_stopping_worker_says_what_becomes_of_the_run(db_url: str, conn: Conn, policy: str, status: str) -> None:
+async def test_a_stopping_worker_says_what_becomes_of_the_run(
+    db_url: str, conn: Conn, policy: str, status: str
+) -> None:
     """The line a stopping worker prints for a run in progress gives the status the run is given (back in
     the queue under retry, not "suspended"), and what follows; the run is then so."""
     app = bare_app(db_url)

@@ -150,7 +150,7 @@ async def test_running_as_a_superuser_is_refused(conn: Conn) -> None:
         "never runs as one; give a role of its own (agentlab-sched schedules add-sql --username ROLE, or "
         "username => in schedule_sql) (docs/security.md)"
     )
-    assert err.message("zh-CN").startswith("「执行角色」:postgres 无权安排以 postgres 身份执行的 SQL:postgres 是超级用户")
+    assert err.message("zh-CN").startswith("「执行角色」:postgres 无权安排以 postgres 身份执行的 SQL:postgres 是超级")
     assert isinstance(err.__cause__, psycopg.errors.InsufficientPrivilege)  # SQLSTATE 42501
     assert await (await conn.execute("SELECT count(*) AS n FROM agentlab_sched.schedules")).fetchone() == {"n": 0}
 

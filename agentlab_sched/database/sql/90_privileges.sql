@@ -60,7 +60,7 @@ AS $$
     SELECT CASE kind
         WHEN 'admin' THEN ARRAY[
             -- the SQL API: every change goes through validation and the audit
-            'schedule', 'schedule_many', 'alter_schedule', 'unschedule', 'pause', 'resume', 'trigger', 'trigger_now',
+            'schedule', 'schedule_many', 'alter_schedule', 'unschedule', 'pause', 'pause_because', 'resume', 'trigger', 'trigger_now',
             'backfill',
             'approve', 'reject', 'resume_run', 'abandon', 'resume_suspended', 'abandon_suspended', 'cancel_run',
             'reset_session', 'prune',
