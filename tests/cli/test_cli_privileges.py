@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from agentlab_sched.cli import app
 from agentlab_sched.database.roles import RoleNames, create_roles
+from tests.support.cli import is_database_line
 
 ENV = {"AGENTLAB_SCHED_LOCALE": None, "AGENTLAB_SCHED_DATABASE_URL": None, "AGENTLAB_SCHED_SECRET_KEY": None}
 PASSWORD = "agentlab-test"
@@ -70,7 +71,7 @@ def refusal_line(url: str, args: list[str], locale: str) -> str:
     result = invoke(url, args, locale)
     assert result.exit_code == 2, (args, result.output)
     assert result.stdout == ""
-    lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("database:")]
+    lines = [line for line in result.stderr.splitlines() if line.strip() and not is_database_line(line)]
     assert len(lines) == 1, result.stderr
     return lines[0]
 
