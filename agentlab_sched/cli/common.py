@@ -661,9 +661,10 @@ def load_app(path: str, url: str) -> Any:
         missing = isinstance(exc, ModuleNotFoundError) and exc.name
         if missing and (module == missing or module.startswith(f"{missing}.")):
             raise ValidationError("cli.app_no_module", "app", path=path, module=missing) from None
-        raise ValidationError(
-            "cli.app_import_failed", "app", path=path, module=module, error=_error_text(exc)
-        ) from None
+        # A declaration's own refusal (@agentlab_sched.schedule with a bad value) is said in the reader's
+        # language, naming its field and value; anything else as the exception's type and text.
+        error = messages.term(exc.code, **exc.params) if isinstance(exc, SchedError) else _error_text(exc)
+        raise ValidationError("cli.app_import_failed", "app", path=path, module=module, error=error) from None
     found = getattr(loaded, attr, None)
     if found is None or isinstance(found, types.ModuleType):
         # ``--app myproject.app`` naming the module myproject/app.py: its one App, or a hint.

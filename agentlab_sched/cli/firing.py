@@ -159,7 +159,7 @@ def _say_summary(ctx: typer.Context, result: requests.BackfillResult) -> None:
     """One line: how many fires were launched, and how many were not, by status."""
     total = sum(result.counts.values())
     if result.not_launched == 0:
-        common.say(ctx, "cli.backfill_all_launched", total=total)
+        common.say(ctx, "cli.backfill_all_launched", count=total)
         return
     locale = common.state(ctx).locale
     details = ", ".join(

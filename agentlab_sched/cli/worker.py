@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import procrastinate
 import typer
+from psycopg import conninfo
 
 from agentlab_sched import database as db
 from agentlab_sched.cli import common, doctor, web
@@ -143,7 +144,11 @@ def dev_cmd(
     common.say(ctx, "web.dev_address", url=dashboard[2])
     with output.configure(log_format, locale=st.locale, quiet=quiet, clean=common.safe):
         asyncio.run(_dev(demo, database.url, duration, st.settings(), dashboard))
-    common.say(ctx, "dev.stopped" if embedded_server else "dev.stopped_url")
+    common.say(
+        ctx,
+        "dev.stopped" if embedded_server else "dev.stopped_url",
+        database=conninfo.conninfo_to_dict(database.url).get("dbname") or "",
+    )
 
 
 async def _seed(url: str, tasks: list[str]) -> None:

@@ -454,8 +454,12 @@ def parse(expr: str, *, dst_gap: DstGap = "shift", dst_repeat: DstRepeat = "firs
     ``seed`` is what ``H`` fields hash: the schedule's name (None: the empty seed, enough to validate).
     Whether an expression is accepted never depends on the seed.
     """
-    if dst_gap not in DST_GAP or dst_repeat not in DST_REPEAT:
-        raise ValueError(f"cron: unknown DST policy {dst_gap!r} / {dst_repeat!r}")
+    for option, value, allowed in (("dst_gap", dst_gap, DST_GAP), ("dst_repeat", dst_repeat, DST_REPEAT)):
+        if value not in allowed:  # the same refusal as SQL's validate_choice()
+            raise ValidationError(
+                "schedule.unknown_value", option, field=messages.term(f"schedule.field.{option}"),
+                value=str(value), allowed=list(allowed),
+            )  # fmt: skip
     limits.check_cron_length(expr)  # before any parsing: a huge expression would take seconds
     # The seed is part of the cache key only when it matters: a million hourly schedules share one entry.
     hashed = isinstance(expr, str) and _HAS_HASH.search(expr) is not None

@@ -140,6 +140,10 @@ CREATE TABLE agentlab_sched.schedules (
     defined_in text,
     code_version text,
     code_removed_at timestamptz,
+    -- Why the system paused it (after failures, gone from the code, imported): a message code and its
+    -- parameters, rendered when read (paused_reason_text); paused_reason keeps a person's own words.
+    paused_reason_code text,
+    paused_reason_params jsonb,
     CONSTRAINT schedules_name_check CHECK (
         char_length(name) BETWEEN 1 AND 200 AND name !~ '[[:cntrl:]]' AND name = btrim(name)),
     CONSTRAINT schedules_task_check CHECK (char_length(task) BETWEEN 1 AND 200 AND task !~ '\s'),

@@ -233,7 +233,7 @@ async def _one(
         current = await admin.resume(conn, name)
         outcome = "enabled" if outcome == "already" else outcome
     elif not current.enabled:
-        await admin.pause(conn, name, messages.render("import.paused_periodic", locale, task=task.name))
+        await admin.pause_because(conn, name, "import.paused_periodic", {"task": task.name})
     report.imported.append(
         Imported(
             task.name, p.periodic_id, name, current.cron, current.overlap, current.enabled, outcome, words, _where(task)

@@ -230,7 +230,7 @@ async def _one(
         outcome = "enabled" if outcome == "already" else outcome
     elif not current.enabled:
         reason = "import.paused_inactive" if report.enable else "import.paused"
-        await admin.pause(conn, name, messages.render(reason, locale, jobid=job.jobid))
+        await admin.pause_because(conn, name, reason, {"jobid": job.jobid})
     if report.unschedule and current.enabled:
         unscheduled = bool(await queries.value(conn, "pg_cron_unschedule", {"jobid": job.jobid}))
     report.imported.append(

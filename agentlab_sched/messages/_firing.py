@@ -167,8 +167,8 @@ MESSAGES.update(
 MESSAGES.update(
     {
         "cli.backfill_all_launched": (
-            "backfill: all {total} fires launched",
-            "补跑:{total} 次触发全部已启动",
+            "backfill: all {count} fires launched",
+            "补跑:{count} 次触发全部已启动",
         ),
         "cli.backfill_some_not_launched": (
             "backfill: {launched} of {total} fires launched; not launched: {details}",
@@ -191,3 +191,11 @@ MESSAGES.update(
         "fire.kind.backfill": ("backfill", "补跑"),
     }
 )
+
+# Singular forms (a count of 1), English only: Chinese has no plural (messages.ONE).
+SINGULAR: dict[str, str] = {
+    "schedule.paused_after_failures": (
+        "paused after {count} failure (since {since}, {timezone}); fix the cause, then resume it"
+    ),
+    "cli.backfill_all_launched": ("backfill: the {count} fire launched"),
+}

@@ -248,3 +248,15 @@ MESSAGES.update(
         ),
     }
 )
+
+# Singular forms (a count of 1), English only: Chinese has no plural (messages.ONE).
+SINGULAR: dict[str, str] = {
+    "run.suspended_after_retries": (
+        "suspended: its worker stopped under it {count} time, and on_interrupt retry runs a run again at "
+        "most that often; it will not continue by itself: resume it to run it again, or abandon it"
+    ),
+    "run.resumed_suspended": (
+        "queued again {count} suspended run of {scope}; it starts as soon as a worker picks it up"
+    ),
+    "run.abandoned_suspended": ("abandoned {count} suspended run of {scope}; it is cancelled"),
+}

@@ -26,12 +26,33 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "「执行角色」:没有名为 {value} 的角色",
     ),
     "sql.not_allowed": (
-        "username: {user} may not schedule SQL to run as {value} (that needs EXECUTE on "
-        "agentlab_sched.schedule_sql and membership of {value}, and {value} may be neither a superuser nor "
-        "the owner of schema agentlab_sched: docs/security.md)",
-        "「执行角色」:{user} 无权安排以 {value} 身份执行的 SQL(需要 agentlab_sched.schedule_sql 的 EXECUTE "
-        "权限并且是 {value} 的成员;{value} 不能是超级用户,也不能是 agentlab_sched 模式的所有者;"
-        "见 docs/security.md)",
+        "username: {user} may not schedule SQL to run as {value}: {why} (docs/security.md)",
+        "「执行角色」:{user} 无权安排以 {value} 身份执行的 SQL:{why}(见 docs/security.md)",
+    ),
+    # Which condition failed (agentlab_sched.sql_schedule_problem), the first in this order.
+    "sql.not_allowed.no_role": ("there is no role named {value}", "没有名为 {value} 的角色"),
+    "sql.not_allowed.superuser": (
+        "{value} is a superuser, and a SQL schedule never runs as one; give a role of its own "
+        "(agentlab-sched schedules add-sql --username ROLE, or username => in schedule_sql)",
+        "{value} 是超级用户,SQL 定时任务从不以超级用户身份执行;请指定一个专用角色"
+        "(agentlab-sched schedules add-sql --username 角色,或 schedule_sql 的 username =>)",
+    ),
+    "sql.not_allowed.owner": (
+        "{value} owns schema agentlab_sched, and a SQL schedule never runs as its owner; give another role "
+        "(agentlab-sched schedules add-sql --username ROLE, or username => in schedule_sql)",
+        "{value} 是 agentlab_sched 模式的所有者,SQL 定时任务从不以它的身份执行;请指定另一个角色"
+        "(agentlab-sched schedules add-sql --username 角色,或 schedule_sql 的 username =>)",
+    ),
+    "sql.not_allowed.no_user": ("there is no role named {user}", "没有名为 {user} 的角色"),
+    "sql.not_allowed.no_execute": (
+        "{user} has no EXECUTE on agentlab_sched.schedule_sql, the privilege the schema's owner grants "
+        "(GRANT EXECUTE ON FUNCTION agentlab_sched.schedule_sql TO {user})",
+        "{user} 没有 agentlab_sched.schedule_sql 的 EXECUTE 权限,该权限由模式所有者授予"
+        "(GRANT EXECUTE ON FUNCTION agentlab_sched.schedule_sql TO {user})",
+    ),
+    "sql.not_allowed.not_member": (
+        "{user} is not a member of {value}, and nobody gains a role through a schedule (GRANT {value} TO {user})",
+        "{user} 不是 {value} 的成员,任何人都不能借定时任务获得一个角色(GRANT {value} TO {user})",
     ),
     "sql.failed": (
         "sql: {message} (SQLSTATE {sqlstate}) in database {database} as {username}",

@@ -417,3 +417,8 @@ MESSAGES.update(
         ),
     }
 )
+
+# Singular forms (a count of 1), English only: Chinese has no plural (messages.ONE).
+SINGULAR: dict[str, str] = {
+    "cli.imported": ("created {count} schedule from {path}"),
+}

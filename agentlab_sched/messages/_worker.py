@@ -64,11 +64,32 @@ MESSAGES.update(
         ),
         "dev.ctrl_c": ("Ctrl-C stops the demo", "按 Ctrl-C 停止演示"),
         "dev.stopped": (
-            "the demo stopped; the embedded PostgreSQL is still running: agentlab-sched db stop stops it, "
-            "db stop --remove also deletes its data",
-            "演示已停止;内置 PostgreSQL 仍在运行:agentlab-sched db stop 停止它,db stop --remove 还会删除其数据",
+            "the demo stopped (its worker and its dashboard); its schedules, fires and runs are kept in database "
+            "{database}, and the next agentlab-sched dev goes on from them; the embedded PostgreSQL is still "
+            "running: agentlab-sched db stop stops it, db stop --remove also deletes its data",
+            "演示已停止(它的 worker 和控制台);它的定时任务、触发记录和运行保留在数据库 {database} 中,"
+            "下次 agentlab-sched dev 会接着使用;内置 PostgreSQL 仍在运行:agentlab-sched db stop 停止它,"
+            "db stop --remove 还会删除其数据",
         ),
-        "dev.stopped_url": ("the demo stopped", "演示已停止"),
+        "dev.stopped_url": (
+            "the demo stopped (its worker and its dashboard); its schedules, fires and runs are kept in database "
+            "{database}",
+            "演示已停止(它的 worker 和控制台);它的定时任务、触发记录和运行保留在数据库 {database} 中",
+        ),
+        # What a run in progress becomes when its worker stops (the schedule's on_interrupt says which).
+        "run.worker_stopped.queued": (
+            "the worker stopped under it; it is back in the queue and runs again when a worker is up "
+            "(on_interrupt retry)",
+            "执行它的 worker 已停止;它已重新排队,有 worker 运行时会再次执行(on_interrupt retry)",
+        ),
+        "run.worker_stopped.suspended": (
+            "the worker stopped under it; it waits for a person: agentlab-sched runs resume RUN or runs abandon RUN",
+            "执行它的 worker 已停止;它等待人工处理:agentlab-sched runs resume 编号 或 runs abandon 编号",
+        ),
+        "run.worker_stopped.cancelled": (
+            "the worker stopped under it; it is given up (on_interrupt abandon), the next fire goes ahead",
+            "执行它的 worker 已停止;它已被放弃(on_interrupt abandon),下一次触发照常进行",
+        ),
     }
 )
 
@@ -244,3 +265,18 @@ MESSAGES.update(
         ),
     }
 )
+
+# Singular forms (a count of 1), English only: Chinese has no plural (messages.ONE).
+SINGULAR: dict[str, str] = {
+    "doctor.workers_none": (
+        "workers: none running, and {count} enabled schedule waits to fire; start one: agentlab-sched worker "
+        "--app APP (or procrastinate --app APP worker)"
+    ),
+    "doctor.fires": ("firing: {count} live worker can fire schedules"),
+    "doctor.keys_not_here": (
+        "webhook keys: {count} webhook is stored, but AGENTLAB_SCHED_SECRET_KEY is not set here, so it "
+        "cannot be checked"
+    ),
+    "doctor.keys_ok": ("webhook keys: the {count} webhook decrypts"),
+    "doctor.migrations_ok": ("schema: up to date ({count} migration applied)"),
+}

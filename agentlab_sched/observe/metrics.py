@@ -10,8 +10,8 @@ What this worker did, counted from its events (:mod:`.events`):
 
 What the database holds, read at each scrape (cheap queries on partial indexes):
 
-- ``agentlab_sched_runs{status}``: runs not ended, by status (queued, running, awaiting_approval, suspended);
-- ``agentlab_sched_suspended_runs``: runs waiting for a person to resume or abandon them;
+- ``agentlab_sched_runs{status}``: runs not ended, by status (queued, running, awaiting_approval, suspended:
+  the runs waiting for a person to resume or abandon them are ``status="suspended"``, not a series of their own);
 - ``agentlab_sched_outbox_backlog``, ``agentlab_sched_outbox_oldest_pending_seconds``: notifications not
   sent yet; ``agentlab_sched_outbox_retrying``: of those, the ones whose delivery failed at least once;
   ``agentlab_sched_notifications_failed``: notifications given up on in the last 24 hours;
@@ -100,8 +100,6 @@ class _DatabaseCollector(Collector):
             runs.add_metric([status], float(row["runs"].get(status, 0)))
         yield runs
         gauges = (
-            ("agentlab_sched_suspended_runs", "Runs waiting for a person to resume or abandon them",
-             row["runs"].get("suspended", 0)),
             ("agentlab_sched_outbox_backlog", "Notifications not sent yet", row["backlog"]),
             ("agentlab_sched_outbox_retrying", "Notifications not sent yet whose delivery failed at least once",
              row["retrying"]),

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import json
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -64,6 +65,7 @@ __all__ = [
     "get",
     "list_schedules",
     "pause",
+    "pause_because",
     "resume",
     "schedule",
     "schedule_many",
@@ -479,6 +481,17 @@ async def pause(conn: psycopg.AsyncConnection[Any], name: str, reason: str | Non
     """
     async with conn.transaction():
         await _call(conn, "pause", {"name": name, "reason": reason})
+        return await _fetch(conn, name)
+
+
+@checked
+async def pause_because(
+    conn: psycopg.AsyncConnection[Any], name: str, code: str, params: Mapping[str, Any] | None = None
+) -> Schedule:
+    """:func:`pause` with the system's reason, message ``code`` with ``params``: stored as such and rendered
+    when read, in the reader's language (an import pausing what it made)."""
+    async with conn.transaction():
+        await _call(conn, "pause_because", {"name": name, "code": code, "params": json.dumps(dict(params or {}))})
         return await _fetch(conn, name)
 
 

@@ -194,8 +194,7 @@ async def sync(
             if covered(row["name"], row["task"]):
                 report.newer_elsewhere.append(row["name"])
                 continue
-            reason = messages.render("code.gone", locale, where=row["defined_in"])
-            await queries.execute(conn, "code_schedule_gone", {"name": row["name"], "reason": reason})
+            await queries.execute(conn, "code_schedule_gone", {"name": row["name"]})
             report.paused_gone.append(row["name"])
         await queries.execute(conn, "code_sync_end")
     return report

@@ -48,7 +48,7 @@ from procrastinate import exceptions as pexc
 from procrastinate import job_context
 from procrastinate.testing import InMemoryConnector
 
-from agentlab_sched import limits
+from agentlab_sched import limits, messages
 from agentlab_sched.database import queries
 from agentlab_sched.database.reconnect import GiveUp, retrying
 from agentlab_sched.errors import SchedError, from_database
@@ -129,25 +129,26 @@ class RunMiddleware:
                 reason = await self._bookkeeping(
                     context, lambda: self._after_abort(app, run, job_id, context), "record the abort", run=run
                 )
-                self._tell(run, _aborted_status(reason, watch))
+                self._tell_aborted(run, reason, watch)
                 raise
             except asyncio.CancelledError:
                 if context.abort_reason() == job_context.AbortReason.SHUTDOWN:
-                    # A stopping worker: the run is interrupted (suspended, resumable), never cancelled.
-                    await self._bookkeeping(
+                    # A stopping worker: the run is interrupted (its on_interrupt says what follows), never
+                    # cancelled as if someone had asked.
+                    coming = await self._bookkeeping(
                         context,
                         lambda: self._call(app, "mark_shutdown", run=str(run.run_id), job=job_id),
                         "record the interruption",
                         run=run,
                     )
-                    self._tell(run, "suspended")
+                    self._tell_aborted(run, f"shutdown:{coming or 'suspended'}", watch)
                     raise
                 # An abort asked for (runs cancel, a newer fire, the timeout): the job ends aborted, which
                 # Procrastinate never retries (a CancelledError it would retry, for a task with retry=).
                 reason = await self._bookkeeping(
                     context, lambda: self._after_abort(app, run, job_id, context), "record the abort", run=run
                 )
-                self._tell(run, _aborted_status(reason or "cancel", watch))
+                self._tell_aborted(run, reason or "cancel", watch)
                 _uncancel()
                 raise pexc.JobAborted(f"run {run.short_id} was aborted ({reason or 'cancel'})") from None
             except Exception as exc:
@@ -164,8 +165,8 @@ class RunMiddleware:
                 reason = await self._bookkeeping(
                     context, lambda: self._after_abort(app, run, job_id, context), "record the abort", run=run
                 )
-                if reason is not None and reason != "shutdown":  # timeout, cancel, cancelled by a newer fire
-                    self._tell(run, _aborted_status(reason, watch))
+                if reason is not None and not reason.startswith("shutdown"):  # timeout, cancel, a newer fire
+                    self._tell_aborted(run, reason, watch)
                     raise pexc.JobAborted(f"run {run.short_id} was aborted ({reason}); its result is discarded")
             # The body finished: its result is kept even when a stopping worker cancels us meanwhile.
             await self._bookkeeping(
@@ -188,6 +189,14 @@ class RunMiddleware:
             schedule=run.schedule, run_id=run.run_id, status=status, fire_id=run.fire_id, task=run.task,
             locale=self.locale, **details,
         )  # fmt: skip
+
+    def _tell_aborted(self, run: run_context.RunContext, reason: str | None, watch: Watch) -> None:
+        """The event of a run whose job was aborted; a stopping worker's says what becomes of the run."""
+        status = _aborted_status(reason, watch)
+        if reason is not None and reason.startswith("shutdown"):
+            self._tell(run, status, error=messages.render(f"run.worker_stopped.{status}", self.locale))
+        else:
+            self._tell(run, status)
 
     def _is_own(self, context: procrastinate.JobContext) -> bool:
         """The scheduler's own periodic tasks are never runs: no lookup for them."""
@@ -366,10 +375,12 @@ class RunMiddleware:
     async def _after_abort(
         self, app: procrastinate.App, run: run_context.RunContext, job_id: int, context: procrastinate.JobContext
     ) -> str | None:
-        """The task ended after an abort request: for a timeout, the error says how late; the reason."""
+        """The task ended after an abort request: for a timeout, the error says how late; the reason
+        (``shutdown:STATUS`` for a stopping worker's, with the status its run is given: queued, suspended,
+        cancelled)."""
         if context.abort_reason() == job_context.AbortReason.SHUTDOWN:
-            await self._call(app, "mark_shutdown", run=str(run.run_id), job=job_id)
-            return "shutdown"
+            coming = await self._call(app, "mark_shutdown", run=str(run.run_id), job=job_id)
+            return f"shutdown:{coming or 'suspended'}"
         return await self._call(
             app,
             "finish_after_abort",
@@ -431,8 +442,8 @@ def _fields(
 
 def _aborted_status(reason: str | None, watch: Watch) -> str:
     """The run's status after its job was aborted for ``reason`` (the worker stopping, a timeout, a cancel)."""
-    if reason == "shutdown":
-        return "suspended"
+    if reason is not None and reason.startswith("shutdown"):
+        return reason.partition(":")[2] or "suspended"
     return "timed_out" if reason == "timeout" or watch.aborted else "cancelled"
 
 

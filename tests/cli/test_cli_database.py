@@ -46,7 +46,15 @@ def test_dev_uses_its_own_database_and_db_commands_reach_it() -> None:
         assert out[3].startswith("Ctrl-C stops the demo; the embedded PostgreSQL keeps running")
         assert any(line.startswith("ready: database ") for line in out)
         assert any(re.search(r"\d\d demo-overlapping-sleep scheduled fire: (started|skipped)", line) for line in out)
-        assert out[-1].startswith("the demo stopped; the embedded PostgreSQL is still running: agentlab-sched db stop")
+        assert out[-1] == (
+            "the demo stopped (its worker and its dashboard); its schedules, fires and runs are kept in database "
+            "agentlab_sched_dev, and the next agentlab-sched dev goes on from them; the embedded PostgreSQL is "
+            "still running: agentlab-sched db stop stops it, db stop --remove also deletes its data"
+        )
+        # A run the stop interrupted is said as what it became (the demo's schedules retry: back in the queue).
+        interrupted = [line for line in out if "the worker stopped under it" in line]
+        assert all(": queued: the worker stopped under it; it is back in the queue" in line for line in interrupted)
+        assert not any(line.endswith(": suspended") for line in out), out
 
         dev_url = run(*dd, "db", "url", "--dev").stdout.strip()
         main_url = run(*dd, "db", "url").stdout.strip()

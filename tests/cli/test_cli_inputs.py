@@ -14,6 +14,7 @@ from psycopg import conninfo
 from typer.testing import CliRunner
 
 from agentlab_sched.cli import app
+from tests.support.cli import is_database_line
 
 ENV = {"AGENTLAB_SCHED_LOCALE": None, "AGENTLAB_SCHED_DATABASE_URL": None, "AGENTLAB_SCHED_SECRET_KEY": None}
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -42,7 +43,7 @@ def refusal(url: str, args: list[str], locale: str, stdin: str | None = None) ->
     assert result.exit_code == 2, (args, result.output)
     assert result.stdout == "", (args, result.stdout)
     assert "Traceback" not in result.stderr and "Usage:" not in result.stderr and "Error:" not in result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("database: ")]
+    lines = [line for line in result.stderr.splitlines() if line.strip() and not is_database_line(line)]
     assert len(lines) == 1, (args, result.stderr)
     return lines[0]
 

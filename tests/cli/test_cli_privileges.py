@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from agentlab_sched.cli import app
 from agentlab_sched.database.roles import RoleNames, create_roles
+from tests.support.cli import is_database_line
 
 ENV = {"AGENTLAB_SCHED_LOCALE": None, "AGENTLAB_SCHED_DATABASE_URL": None, "AGENTLAB_SCHED_SECRET_KEY": None}
 PASSWORD = "agentlab-test"
@@ -70,7 +71,7 @@ def refusal_line(url: str, args: list[str], locale: str) -> str:
     result = invoke(url, args, locale)
     assert result.exit_code == 2, (args, result.output)
     assert result.stdout == ""
-    lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("database:")]
+    lines = [line for line in result.stderr.splitlines() if line.strip() and not is_database_line(line)]
     assert len(lines) == 1, result.stderr
     return lines[0]
 
@@ -124,7 +125,7 @@ def test_a_missing_privilege_is_one_line_naming_what_has_it(
 def test_doctor_runs_as_the_reader_and_the_admin(logins: Logins, who: str) -> None:
     result = invoke(logins.url(getattr(logins, who)), ["doctor"])
     assert result.exit_code == 1, result.output  # no worker runs: that needs a person
-    assert "✗ workers: none running, and 1 enabled schedules wait to fire" in result.stdout
+    assert "✗ workers: none running, and 1 enabled schedule waits to fire" in result.stdout
     assert "✓ schema: up to date" in result.stdout
     unseen = "· webhook keys: not checked (this role may not read the stored webhooks; the admin may)"
     assert (unseen in result.stdout) == (who == "reader"), result.stdout

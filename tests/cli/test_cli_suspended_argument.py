@@ -7,6 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from agentlab_sched.cli import app
+from tests.support.cli import is_database_line
 
 ENV = {"AGENTLAB_SCHED_LOCALE": None, "AGENTLAB_SCHED_DATABASE_URL": None, "AGENTLAB_SCHED_SECRET_KEY": None}
 
@@ -25,7 +26,7 @@ def test_a_run_id_given_with_suspended(db_url: str, command: str, locale: str, l
         app, ["--database-url", db_url, "runs", command, "1a2b3c", "--suspended"]
     )
     assert result.exit_code == 2, result.output
-    assert [x for x in result.stderr.splitlines() if x.strip() and not x.startswith("database:")] == [line]
+    assert [x for x in result.stderr.splitlines() if x.strip() and not is_database_line(x)] == [line]
 
 
 def test_an_unknown_schedule_name_is_still_said_as_such(db_url: str) -> None:

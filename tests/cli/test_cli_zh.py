@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from agentlab_sched import database as db
 from agentlab_sched import messages
 from agentlab_sched.cli import app
+from agentlab_sched.database.connections import display_url
 from agentlab_sched.firing import requests, tick
 from agentlab_sched.schedules.replan import replan
 
@@ -32,8 +33,6 @@ ALLOWED = {
 
 def english_words(text: str) -> set[str]:
     """The words of ``text`` that are English, once names, values and technical tokens are taken out."""
-    lines = [line for line in text.splitlines() if not line.startswith("database: ")]
-    text = "\n".join(lines)
     for pattern in (
         r"postgresql://\S+",  # URLs
         r"agentlab-sched( [a-z][a-z-]*)+",  # commands
@@ -113,6 +112,14 @@ def test_every_command_reads_in_chinese(db_url: str, sync_conn: psycopg.Connecti
     english = {name: english_words(text) for name, text in outputs.items()}
     assert {name: words for name, words in english.items() if words} == {}, outputs
     assert [name for name, text in outputs.items() if not re.search(r"[\u4e00-\u9fff]", text)] == []
+
+
+def test_the_database_line_is_chinese(db_url: str) -> None:
+    """The line every command prints first names the database in the reader's language."""
+    result = CliRunner(env=ENV).invoke(app, ["--database-url", db_url, "schedules", "list"])
+    first = result.stderr.splitlines()[0]
+    assert first == f"数据库:{display_url(db_url)}(--database-url)", first
+    assert english_words(first) == set()
 
 
 def test_no_chinese_message_of_the_catalogue_is_english_prose() -> None:

@@ -11,7 +11,7 @@ from typer.testing import CliRunner, Result
 
 from agentlab_sched.cli import app
 from agentlab_sched.firing.tick import fire_due
-from tests.support.cli import setup
+from tests.support.cli import is_database_line, setup
 from tests.support.firing_helpers import EN, NINE, make_schedule, set_job_status
 from tests.support.runs import ask, launch, run_row
 
@@ -34,7 +34,7 @@ def refused(url: str, *args: str) -> str:
     result = cli(url, *args)
     assert result.exit_code == 2, result.output
     assert result.stdout == ""
-    return "\n".join(line for line in result.stderr.splitlines() if not line.startswith("database: "))
+    return "\n".join(line for line in result.stderr.splitlines() if not is_database_line(line))
 
 
 async def waiting_run(conn: Any) -> dict[str, Any]:

@@ -40,3 +40,31 @@ def test_sql_renders_terms_durations_and_nulls_like_python(sync_conn: psycopg.Co
     assert messages.render("run.timed_out", "en", **params) == (
         "timed out: still running after the schedule's timeout of 10 minutes; it was aborted"
     )
+
+
+def test_a_count_of_one_reads_in_the_singular_in_python_and_sql(sync_conn: psycopg.Connection[Any]) -> None:
+    """ "1 live worker", "1 enabled schedule waits": the singular form when ``count`` is 1, in Python and SQL
+    alike; Chinese has no plural, so its words are the message's own."""
+    cases = {
+        ("doctor.fires", 1): "firing: 1 live worker can fire schedules",
+        ("doctor.fires", 2): "firing: 2 live workers can fire schedules",
+        ("doctor.workers_none", 1): "workers: none running, and 1 enabled schedule waits to fire; start one: "
+        "agentlab-sched worker --app APP (or procrastinate --app APP worker)",
+        ("cli.imported", 1): "created 1 schedule from x.json",
+        ("cli.imported", 0): "created 0 schedules from x.json",
+        ("doctor.migrations_ok", 1): "schema: up to date (1 migration applied)",
+    }
+    for (code, count), en in cases.items():
+        assert messages.render(code, "en", count=count, path="x.json") == en
+        row = sync_conn.execute(
+            "SELECT agentlab_sched.msg(%s, jsonb_build_object('count', %s::int, 'path', 'x.json'), 'en') AS t",
+            (code, count),
+        ).fetchone()
+        assert row is not None and row["t"] == en, code
+        zh = messages.render(code, "zh-CN", count=count, path="x.json")
+        assert zh == messages.CATALOG[code]["zh-CN"].replace("{count}", str(count)).replace("{path}", "x.json")
+    assert messages.render("doctor.fires", "zh-CN", count=1) == "触发:1 个在线 worker 可以触发定时任务"
+    # Every singular form is of a message that has a count, and says it.
+    singular = [code for code in messages.CATALOG if code.endswith(messages.ONE)]
+    assert singular and all("{count}" in messages.CATALOG[code]["en"] for code in singular)
+    assert all("{count}" in messages.CATALOG[code.removesuffix(messages.ONE)]["en"] for code in singular)

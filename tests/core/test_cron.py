@@ -416,8 +416,9 @@ def test_dst_policy_is_part_of_the_parsed_expression() -> None:
     t = utc("2026-11-01 05:45")  # 01:45 EDT: the first 01:30 is behind, the second ahead
     assert parse("30 1 * * *").next_after(t, NY) == utc("2026-11-02 06:30")
     assert parse("30 1 * * *", dst_repeat="both").next_after(t, NY) == utc("2026-11-01 06:30")
-    with pytest.raises(ValueError, match="DST policy"):
+    with pytest.raises(ValidationError) as refused:
         parse("30 1 * * *", dst_repeat="twice")  # type: ignore[arg-type]
+    assert (refused.value.code, refused.value.field) == ("schedule.unknown_value", "dst_repeat")
 
 
 DST_REAL = [

@@ -549,7 +549,9 @@ async def test_failures_count_and_pause_the_schedule(conn: psycopg.AsyncConnecti
     cur = await conn.execute("SELECT * FROM agentlab_sched.schedules WHERE id = %s", (sid,))
     row = fetched(await cur.fetchone())
     assert (row["consecutive_failures"], row["enabled"], row["next_run_at"]) == (2, False, None)
-    assert row["paused_reason"].startswith("paused after 2 consecutive failures (since ")
+    assert (row["paused_reason"], row["paused_reason_code"]) == (None, "schedule.paused_after_failures")
+    status = await (await conn.execute("SELECT paused_reason FROM agentlab_sched.schedule_status")).fetchone()
+    assert status["paused_reason"].startswith("paused after 2 consecutive failures (since ")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -79,8 +79,14 @@ def test_inputs_asked_for_another_task_are_checked_against_the_task_launched(db_
         author,
         [],
     )
-    assert done["error_params"] == {"value": finance, "user": author}
-    assert done["error"].startswith(f"username: {author} may not schedule SQL to run as {finance} (that needs")
+    assert done["error_params"] == {
+        "value": finance, "user": author,
+        "why": {"msg": "sql.not_allowed.not_member", "params": {"value": finance, "user": author}},
+    }  # fmt: skip
+    assert done["error"] == (
+        f"username: {author} may not schedule SQL to run as {finance}: {author} is not a member of {finance}, and "
+        f"nobody gains a role through a schedule (GRANT {finance} TO {author}) (docs/security.md)"
+    )
 
 
 def test_the_requesters_privileges_at_launch_are_what_counts(db_url: str, roles: Roles) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from datetime import timedelta
 from typing import Any
@@ -197,7 +198,14 @@ async def test_a_per_second_backfill_over_a_year_is_refused_at_once(conn: psycop
         await backfill(conn, "store-report", NINE - timedelta(days=365), NINE, settings=EN)
     assert time.perf_counter() - began < 5.0  # counting 31 million due times took over a minute
     assert err.value.code == "backfill.too_many" and "more than 1000 due times" in err.value.message("en")
-    # The same asked for in SQL: the worker refuses it as quickly, and says why on the request.
+    # The same asked for in SQL: refused when asked, nothing written.
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as raw:
+        await conn.execute("SELECT agentlab_sched.backfill('store-report', %s, %s)", (NINE - timedelta(days=365), NINE))
+    assert json.loads(raw.value.diag.message_detail or "{}")["code"] == "backfill.too_many"
+    assert await _requests(conn) == []
+    # A cron SQL cannot count by periods (months named): the worker refuses it as quickly, and says why on
+    # the request.
+    await conn.execute("SELECT agentlab_sched.alter_schedule('store-report', cron => '* * * 1-12 * *')")
     await conn.execute("SELECT agentlab_sched.backfill('store-report', %s, %s)", (NINE - timedelta(days=365), NINE))
     began = time.perf_counter()
     await fire_due(conn, NINE - timedelta(days=400), settings=EN)

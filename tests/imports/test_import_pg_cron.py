@@ -111,7 +111,8 @@ def jobs(pg_cron_server: str) -> dict[str, int]:
 def schedules(url: str) -> dict[str, dict[str, Any]]:
     found = rows(
         url,
-        "SELECT name, cron, timezone, task, inputs, enabled, paused_reason, overlap, imported_from"
+        "SELECT name, cron, timezone, task, inputs, enabled, overlap, imported_from,"
+        " agentlab_sched.paused_reason_text(paused_reason, paused_reason_code, paused_reason_params) AS paused_reason"
         " FROM agentlab_sched.schedules WHERE imported_from IS NOT NULL",
     )
     return {r["name"]: r for r in found}

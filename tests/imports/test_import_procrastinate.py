@@ -27,8 +27,9 @@ def test_import_procrastinate_makes_paused_schedules_and_says_what_to_remove(db_
     out = ok(db_url, "import", "procrastinate", "--app", "tests.support.periodic_app.app").stdout
     with psycopg.connect(db_url, row_factory=psycopg.rows.dict_row) as c:
         rows = c.execute(
-            "SELECT name, cron, timezone, task, inputs, queue, priority, overlap, enabled, paused_reason,"
-            " imported_from FROM agentlab_sched.schedules ORDER BY name"
+            "SELECT name, cron, timezone, task, inputs, queue, priority, overlap, enabled, imported_from,"
+            " agentlab_sched.paused_reason_text(paused_reason, paused_reason_code, paused_reason_params)"
+            " AS paused_reason FROM agentlab_sched.schedules ORDER BY name"
         ).fetchall()
     got = {r["name"]: r for r in rows}
     assert set(got) == {"reports.weekly", "sync.fast:fast", "odd.or.monday", "last.friday"}

@@ -16,6 +16,7 @@ from typer.testing import CliRunner, Result
 
 from agentlab_sched.cli import app
 from agentlab_sched.database.migrate import migrate
+from tests.support.cli import is_database_line
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 ENV = {"AGENTLAB_SCHED_LOCALE": None, "AGENTLAB_SCHED_DATABASE_URL": None, "AGENTLAB_SCHED_SECRET_KEY": None}
@@ -44,7 +45,7 @@ def test_run_as_and_statement_timeout_are_refused_once_at_the_start(db_url: str,
         pytest.skip("the test server has no superuser named postgres")
     result = cli(db_url, "import", "pg-cron", *args)
     assert result.exit_code == 2, result.output
-    assert [x for x in result.stderr.splitlines() if not x.startswith("database:")] == [line]
+    assert [x for x in result.stderr.splitlines() if not is_database_line(x)] == [line]
 
 
 def _pg_cron_missing() -> str | None:

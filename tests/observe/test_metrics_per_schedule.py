@@ -40,3 +40,24 @@ def test_per_schedule_gauges_process_metrics_and_no_created_series(db_url: str, 
     assert any(line.startswith("python_info") for line in lines)
     assert "_created" not in scrape
     assert 'agentlab_sched_fires_total{reason_code="",status="started"} 1.0' in lines
+
+
+def test_suspended_runs_are_one_series_of_runs_by_status(db_url: str, sync_conn: psycopg.Connection) -> None:
+    """A suspended run is counted once, as ``agentlab_sched_runs{status="suspended"}``: no second metric of
+    the same rows, and no metric family defined twice."""
+    sync_conn.execute(
+        f"INSERT INTO {S}.runs (id, task, status, started_by) VALUES (%s, 'demo.echo', 'suspended', 'schedule')",
+        (uuid.uuid4(),),
+    )
+    metrics = Metrics(db_url)
+    try:
+        scrape = generate_latest(metrics.registry).decode()
+    finally:
+        metrics.stop()
+    lines = scrape.splitlines()
+    assert 'agentlab_sched_runs{status="suspended"} 1.0' in lines
+    assert [line for line in lines if "suspended" in line and not line.startswith("#")] == [
+        'agentlab_sched_runs{status="suspended"} 1.0'
+    ]
+    families = [line.split()[2] for line in lines if line.startswith("# TYPE ")]
+    assert len(families) == len(set(families))

@@ -81,3 +81,35 @@ def test_a_resolver_refusal_reads_as_written_and_rows_without_a_code_keep_their_
     expected = ["the warehouse is closed today", "written by hand", "an older row"]
     assert [r for r, _ in _reasons(db_url, "zh-CN")] == expected
     assert [r for r, _ in _reasons(db_url, "en")] == expected
+
+
+def test_a_pause_reason_the_system_wrote_reads_in_the_readers_language(db_url: str) -> None:
+    """Paused after failures by a zh-CN worker: an English reader reads it in English (the view, admin.get,
+    the CLI), a Chinese one in Chinese; a person's own words stay as written; resume clears both."""
+    with db.connect_sync(db_url, locale="zh-CN") as writer:
+        sid = _schedule(writer)
+        writer.execute(f"UPDATE {S}.schedules SET pause_after_failures = 1 WHERE id = %s", (sid,))
+        writer.execute(f"SELECT {S}.count_failure(%s, '2026-03-01 01:00+00')", (sid,))
+        stored = writer.execute(
+            f"SELECT enabled, paused_reason, paused_reason_code, paused_reason_params FROM {S}.schedules"
+        ).fetchone()
+    assert stored == {
+        "enabled": False, "paused_reason": None, "paused_reason_code": "schedule.paused_after_failures",
+        "paused_reason_params": {"count": 1, "since": "2026-03-01 01:00", "timezone": "UTC"},
+    }  # fmt: skip
+    en = "paused after 1 failure (since 2026-03-01 01:00, UTC); fix the cause, then resume it"
+    zh = "连续失败 1 次后已自动暂停(自 2026-03-01 01:00,UTC);排除原因后请恢复"
+    for locale, words in (("en", en), ("zh-CN", zh)):
+        with db.connect_sync(db_url, locale=locale) as reader:
+            row = reader.execute(f"SELECT paused_reason FROM {S}.schedule_status").fetchone()
+            assert row["paused_reason"] == words
+        shown = CliRunner(env=ENV).invoke(app, ["--database-url", db_url, "--locale", locale, "schedules", "show",
+                                                "daily"])  # fmt: skip
+        assert words in shown.stdout, shown.stdout
+    with db.connect_sync(db_url, locale="en") as person:
+        person.execute(f"SELECT {S}.resume('daily')")
+        person.execute(f"SELECT {S}.pause('daily', 'holiday')")
+        row = person.execute(f"SELECT paused_reason, paused_reason_code FROM {S}.schedules").fetchone()
+        assert row == {"paused_reason": "holiday", "paused_reason_code": None}
+    with db.connect_sync(db_url, locale="zh-CN") as reader:
+        assert reader.execute(f"SELECT paused_reason FROM {S}.schedule_status").fetchone()["paused_reason"] == "holiday"

@@ -140,7 +140,7 @@ def test_json_lines_metrics_and_doctor_from_a_real_worker(db_url: str, sync_conn
         assert _metric(scrape, "agentlab_sched_tick_duration_seconds_count") >= 1
         assert _metric(scrape, "agentlab_sched_database_up") == 1
         assert _metric(scrape, "agentlab_sched_overdue_schedules") == 0
-        assert _metric(scrape, "agentlab_sched_suspended_runs") == 0
+        assert _metric(scrape, "agentlab_sched_runs", status="suspended") == 0
         assert _metric(scrape, "agentlab_sched_outbox_backlog") == 0
         for status in ("queued", "running", "awaiting_approval", "suspended"):
             assert f'agentlab_sched_runs{{status="{status}"}}' in scrape

@@ -17,6 +17,7 @@ from agentlab_sched import messages
 from agentlab_sched.cli.worker import DEMO_SCHEDULES
 from agentlab_sched.errors import NotFound
 from agentlab_sched.limits import LIMITS
+from agentlab_sched.observe import events
 from agentlab_sched.runs import housekeeping, lifecycle
 from agentlab_sched.schedules import admin
 from agentlab_sched.settings import Settings
@@ -204,3 +205,32 @@ async def test_retry_is_carried_out_by_either_housekeeping(db_url: str, conn: Co
     again = await run_row(conn, run["id"])
     assert (again["status"], again["job_id"], again["interrupts"]) == ("queued", run["job_id"], 2)
     assert again["error"] == messages.render("run.interrupted_retried", "en", attempt=2, most=MOST)
+
+
+@pytest.mark.parametrize(
+    ("policy", "status"), [("retry", "queued"), ("suspend", "suspended"), ("abandon", "cancelled")]
+)
+async def test_a_stopping_worker_says_what_becomes_of_the_run(
+    db_url: str, conn: Conn, policy: str, status: str
+) -> None:
+    """The line a stopping worker prints for a run in progress gives the status the run is given (back in
+    the queue under retry, not "suspended"), and what follows; the run is then so."""
+    app = bare_app(db_url)
+    app.task(name="t.once_slow")(slow_the_first_time())
+    sid = await make_schedule(conn, "deploy", task="t.once_slow", inputs={}, next_run_at=None, on_interrupt=policy)
+    told: list[dict[str, Any]] = []
+
+    def listen(event: str, data: Any) -> None:
+        if event == "run":
+            told.append(dict(data))
+
+    events.subscribe(listen)
+    try:
+        async with worker(app, db_url):
+            run = await launch(conn, sid)
+            await wait_for(run_in(conn, run["id"], "running"), what="running")
+    finally:
+        events.unsubscribe(listen)
+    assert [(t["status"], t["error"]) for t in told if t["run_id"] == str(run["id"])][-1] == (
+        status, messages.render(f"run.worker_stopped.{status}", "en"))  # fmt: skip
+    assert (await run_row(conn, run["id"]))["status"] == status

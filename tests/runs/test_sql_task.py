@@ -145,8 +145,12 @@ async def test_running_as_a_superuser_is_refused(conn: Conn) -> None:
         await admin.schedule_sql(conn, "as-super", "0 3 * * *", "VACUUM", now=NOW)
     err = caught.value
     assert (err.code, err.field, err.params["value"]) == ("sql.not_allowed", "username", "postgres")
-    assert err.message("en").startswith("username: postgres may not schedule SQL to run as postgres (that needs")
-    assert err.message("zh-CN").startswith("「执行角色」:postgres 无权安排以 postgres 身份执行的 SQL")
+    assert err.message("en") == (
+        "username: postgres may not schedule SQL to run as postgres: postgres is a superuser, and a SQL schedule "
+        "never runs as one; give a role of its own (agentlab-sched schedules add-sql --username ROLE, or "
+        "username => in schedule_sql) (docs/security.md)"
+    )
+    assert err.message("zh-CN").startswith("「执行角色」:postgres 无权安排以 postgres 身份执行的 SQL:postgres 是超级")
     assert isinstance(err.__cause__, psycopg.errors.InsufficientPrivilege)  # SQLSTATE 42501
     assert await (await conn.execute("SELECT count(*) AS n FROM agentlab_sched.schedules")).fetchone() == {"n": 0}
 
@@ -205,6 +209,42 @@ def test_who_may_create_or_change_a_sql_schedule(db_url: str, roles: Roles, othe
         row = c.execute("SELECT cron, inputs ->> 'command' AS command FROM agentlab_sched.schedules"
                         " WHERE name = 'nightly'").fetchone()  # fmt: skip
     assert row == {"cron": "0 4 * * *", "command": "SELECT 1"}
+
+
+def test_the_refusal_names_the_condition_that_failed(db_url: str, roles: Roles, other_db: str, reporting: str) -> None:
+    """Each condition of who may schedule SQL as a role is said on its own, first failing first."""
+    groups = roles.groups()
+    author = roles.login("named", groups.admin)
+
+    def why(username: str) -> tuple[str | None, str]:
+        with roles.connect(author) as c:
+            try:
+                c.execute(
+                    "SELECT agentlab_sched.schedule('nightly', '0 3 * * *', 'agentlab_sched:sql', jsonb_build_object("
+                    "'command', 'SELECT 1', 'database', %s::text, 'username', %s::text))",
+                    (other_db, username),
+                )
+            except psycopg.errors.InsufficientPrivilege as exc:
+                detail = json.loads(exc.diag.message_detail or "{}")
+                return detail["params"]["why"]["msg"], exc.diag.message_primary or ""
+        return None, ""
+
+    code, said = why("postgres")
+    assert code == "sql.not_allowed.superuser" and ": postgres is a superuser, and a SQL schedule never" in said
+    code, said = why(reporting)
+    assert code == "sql.not_allowed.no_execute", said
+    assert said == (
+        f"username: {author} may not schedule SQL to run as {reporting}: {author} has no EXECUTE on "
+        f"agentlab_sched.schedule_sql, the privilege the schema's owner grants (GRANT EXECUTE ON FUNCTION "
+        f"agentlab_sched.schedule_sql TO {author}) (docs/security.md)"
+    )
+    with psycopg.connect(db_url, autocommit=True) as owner:
+        owner.execute(sql.SQL("GRANT EXECUTE ON FUNCTION agentlab_sched.schedule_sql TO {}").format(
+            sql.Identifier(author)))  # fmt: skip
+    assert why(reporting)[0] == "sql.not_allowed.not_member"
+    with psycopg.connect(db_url, autocommit=True) as owner:
+        owner.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(reporting), sql.Identifier(author)))
+    assert why(reporting) == (None, "")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -345,5 +385,5 @@ def test_cli_add_sql(db_url: str, other_db: str, reporting: str) -> None:
         "00:05:00",
     )
     assert refused(db_url, "schedules", "add-sql", "x", "--cron", "0 3 * * *", "--command", "SELECT 1").startswith(
-        "username: postgres may not schedule SQL to run as postgres"
+        "username: postgres may not schedule SQL to run as postgres: postgres is a superuser"
     )

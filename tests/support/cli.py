@@ -34,12 +34,21 @@ def out(url: str, *args: str, **kwargs: Any) -> str:
     return ok(url, *args, **kwargs).stdout
 
 
+#: How the line naming the database starts, in each locale (every command prints it first, on stderr).
+DATABASE_LINE = ("database: ", "数据库:")
+
+
+def is_database_line(line: str) -> bool:
+    """Whether ``line`` is the line naming the database, in either language."""
+    return line.startswith(DATABASE_LINE)
+
+
 def refused(url: str, *args: str, **kwargs: Any) -> str:
     """A command refused for bad input: exit 2, the message on stderr, nothing on stdout."""
     result = cli(url, *args, **kwargs)
     assert result.exit_code == 2, result.output
     assert result.stdout == ""
-    lines = [line for line in result.stderr.splitlines() if not line.startswith("database: ")]
+    lines = [line for line in result.stderr.splitlines() if not is_database_line(line)]
     return "\n".join(lines)
 
 

@@ -22,6 +22,7 @@ import pytest
 from agentlab_sched import current_run, install, messages
 from agentlab_sched.demo import make_app
 from agentlab_sched.runs import lifecycle
+from agentlab_sched.schedules import admin
 from agentlab_sched.settings import Settings
 from agentlab_sched.worker.middleware import RunMiddleware
 from agentlab_sched.worker.process import JOB_GRACE
@@ -316,7 +317,8 @@ async def test_failures_record_the_message_and_pause_after_n(db_url: str, conn: 
     s = await schedule_row(conn, sid)
     assert (s["consecutive_failures"], s["enabled"], s["next_run_at"]) == (2, False, None)
     since = messages.local_time(s["paused_at"].replace(second=0, microsecond=0), "Asia/Shanghai")
-    assert s["paused_reason"] == (
+    shown = await admin.get(conn, "flaky")
+    assert shown.paused_reason == (
         f"paused after 2 consecutive failures (since {since}, Asia/Shanghai); fix the cause, then resume it"
     )
 

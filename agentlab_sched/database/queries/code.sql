@@ -26,5 +26,5 @@ WHERE mine.fingerprint = %(fingerprint)s AND d.first_seen_at > mine.first_seen_a
 SELECT agentlab_sched.code_schedule_mark(%(name)s::text, %(defined_in)s::text, %(fingerprint)s::text)
 
 -- name: code_schedule_gone
--- Schedule %(name)s is no longer declared in code: paused with %(reason)s (not deleted).
-SELECT agentlab_sched.code_schedule_gone(%(name)s::text, %(reason)s::text)
+-- Schedule %(name)s is no longer declared in code: paused, saying where it was declared (not deleted).
+SELECT agentlab_sched.code_schedule_gone(%(name)s::text)

@@ -107,9 +107,11 @@ SELECT agentlab_sched.renew_session(%(run)s::uuid) AS key
 -- statement's transaction before the call runs.
 
 -- name: mark_shutdown
--- A stopping worker aborted run %(run)s's job %(job)s: the run is suspended (resumable), not cancelled.
+-- A stopping worker aborted run %(run)s's job %(job)s: the run is interrupted, not cancelled; the value is
+-- what its on_interrupt makes of it (queued, suspended, cancelled), NULL when it was no longer running.
 WITH l AS MATERIALIZED (SELECT set_config('agentlab_sched.locale', %(locale)s, true))
-SELECT agentlab_sched.mark_shutdown(%(run)s::uuid, %(job)s) AS value FROM l
+SELECT CASE WHEN agentlab_sched.mark_shutdown(%(run)s::uuid, %(job)s)
+            THEN agentlab_sched.shutdown_outcome(%(run)s::uuid) END AS value FROM l
 
 -- name: record_not_serialisable
 -- The state a task passed to AwaitApproval is not JSON (%(problem)s): the run fails with that error.

@@ -74,7 +74,8 @@ SELECT agentlab_sched.alter_schedule(
 -- the reader role may run it).
 SELECT id, name, cron, timezone, task, inputs, queue, priority, overlap, misfire_grace, timeout, enabled, catchup,
        max_catchup, starts_at, ends_at, remaining_runs, pause_after_failures, consecutive_failures,
-       paused_reason, paused_at, context, dst_gap, dst_repeat, on_interrupt, session_key, imported_from, defined_in,
+       agentlab_sched.paused_reason_text(paused_reason, paused_reason_code, paused_reason_params) AS paused_reason,
+       paused_at, context, dst_gap, dst_repeat, on_interrupt, session_key, imported_from, defined_in,
        next_run_at, replan, version, created_at, updated_at,
        webhook_format, webhook_url_hint, webhook_configured, webhook_has_secret, webhook_events
 FROM agentlab_sched.schedules WHERE name = %(name)s
@@ -86,6 +87,10 @@ SELECT agentlab_sched.unschedule(%(name)s::text) AS deleted
 -- name: pause
 -- Stop firing schedule %(name)s, recording %(reason)s; whether this call paused it.
 SELECT agentlab_sched.pause(%(name)s::text, %(reason)s::text) AS paused
+
+-- name: pause_because
+-- Stop firing schedule %(name)s, saying why as message %(code)s with %(params)s; whether this call paused it.
+SELECT agentlab_sched.pause_because(%(name)s::text, %(code)s::text, %(params)s::jsonb) AS paused
 
 -- name: resume
 -- Fire schedule %(name)s again from now on; whether this call resumed it.

@@ -15,6 +15,7 @@ $$;
 -- Render message `code` with `params` in `loc` (the session's locale by default): the same catalogue
 -- and the same {placeholder} rules as agentlab_sched.messages.render() in Python: one pass, a value is
 -- never read again (a name containing "{count}" stays as it is), an unknown placeholder shows as itself.
+-- With a `count` of 1, the message's singular form (`code`.one) when it has one.
 CREATE OR REPLACE FUNCTION agentlab_sched.msg(code text, params jsonb DEFAULT '{}'::jsonb, loc text DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql STABLE
@@ -28,7 +29,13 @@ DECLARE
     result text;
     i integer := 0;
 BEGIN
-    SELECT m.template INTO template FROM agentlab_sched.messages m WHERE m.code = msg.code AND m.locale = lang;
+    IF jsonb_typeof(params) = 'object' AND params ->> 'count' = '1' THEN
+        SELECT m.template INTO template FROM agentlab_sched.messages m
+        WHERE m.code = msg.code || '.one' AND m.locale = lang;
+    END IF;
+    IF template IS NULL THEN
+        SELECT m.template INTO template FROM agentlab_sched.messages m WHERE m.code = msg.code AND m.locale = lang;
+    END IF;
     IF template IS NULL THEN
         RETURN code;
     END IF;

@@ -195,3 +195,12 @@ AS $$
         RETURNING 1)
     SELECT EXISTS (SELECT 1 FROM taken)
 $$;
+
+-- Why a schedule is paused, in the session's language: the system's reason (a message code and its
+-- parameters) rendered now, else the words a person gave.
+CREATE OR REPLACE FUNCTION agentlab_sched.paused_reason_text(reason text, code text, params jsonb) RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN code IS NOT NULL THEN agentlab_sched.msg(code, coalesce(params, '{}'::jsonb)) ELSE reason END
+$$;

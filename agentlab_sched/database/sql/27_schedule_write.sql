@@ -186,6 +186,8 @@ BEGIN
     END IF;
     same.enabled := o.enabled;
     same.paused_reason := o.paused_reason;
+    same.paused_reason_code := o.paused_reason_code;
+    same.paused_reason_params := o.paused_reason_params;
     same.paused_at := o.paused_at;
     IF same IS DISTINCT FROM o THEN
         PERFORM agentlab_sched.fail('schedule.defined_in_code', 'name', jsonb_build_object(
@@ -280,6 +282,8 @@ BEGIN
         NEW.replan_at := clock_timestamp();
         NEW.next_run_at := NULL;
         NEW.paused_reason := NULL;
+        NEW.paused_reason_code := NULL;
+        NEW.paused_reason_params := NULL;
         NEW.paused_at := NULL;
         NEW.consecutive_failures := 0;
     ELSIF NEW.cron IS DISTINCT FROM OLD.cron OR NEW.timezone IS DISTINCT FROM OLD.timezone

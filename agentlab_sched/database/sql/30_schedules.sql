@@ -249,7 +249,32 @@ BEGIN
     was_enabled := (agentlab_sched.find_schedule(name, 'no key update')).enabled;
     UPDATE agentlab_sched.schedules s
     SET enabled = false,
-        paused_reason = CASE WHEN was_enabled THEN reason ELSE coalesce(reason, s.paused_reason) END
+        paused_reason = CASE WHEN was_enabled THEN reason ELSE coalesce(reason, s.paused_reason) END,
+        paused_reason_code = CASE WHEN was_enabled OR reason IS NOT NULL THEN NULL ELSE s.paused_reason_code END,
+        paused_reason_params = CASE WHEN was_enabled OR reason IS NOT NULL THEN NULL ELSE s.paused_reason_params END
+    WHERE s.name = name;
+    RETURN was_enabled;
+END
+$$;
+
+-- pause() with the system's reason: message `code` with `params`, rendered when read in the reader's
+-- language (an import pausing what it made). True when this call paused it.
+CREATE OR REPLACE FUNCTION agentlab_sched.pause_because(name text, code text, params jsonb DEFAULT '{}'::jsonb)
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    was_enabled boolean;
+BEGIN
+    PERFORM agentlab_sched.validate_text('name', name, 200);
+    PERFORM agentlab_sched.validate_text('code', code, 200);
+    was_enabled := (agentlab_sched.find_schedule(name, 'no key update')).enabled;
+    UPDATE agentlab_sched.schedules s
+    SET enabled = false, paused_reason = NULL, paused_reason_code = code,
+        paused_reason_params = coalesce(params, '{}'::jsonb)
     WHERE s.name = name;
     RETURN was_enabled;
 END

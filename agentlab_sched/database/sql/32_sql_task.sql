@@ -15,7 +15,7 @@ $$;
 -- Check the inputs of a schedule (or of a manual fire) whose task is `task`: nothing for other tasks;
 -- for the sql task, the shape of its inputs and that the login role `who` (the session's by default; the
 -- requester's when a request is carried out) may run SQL as the role named
--- (agentlab_sched.may_schedule_sql). Raises the first problem, naming the input.
+-- (agentlab_sched.sql_schedule_problem). Raises the first problem, naming the input.
 DROP FUNCTION IF EXISTS agentlab_sched.check_task_inputs(text, jsonb);
 CREATE OR REPLACE FUNCTION agentlab_sched.check_task_inputs(task text, inputs jsonb, who text DEFAULT session_user)
 RETURNS void
@@ -26,6 +26,7 @@ DECLARE
     key text;
     value jsonb;
     timeout interval;
+    why text;
 BEGIN
     IF task IS DISTINCT FROM agentlab_sched.sql_task_name() OR inputs IS NULL OR jsonb_typeof(inputs) <> 'object' THEN
         RETURN;
@@ -76,9 +77,12 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = inputs ->> 'username') THEN
         PERFORM agentlab_sched.fail('sql.no_role', 'username', jsonb_build_object('value', inputs ->> 'username'));
     END IF;
-    IF NOT agentlab_sched.may_schedule_sql(inputs ->> 'username', who) THEN
+    why := agentlab_sched.sql_schedule_problem(inputs ->> 'username', who);
+    IF why IS NOT NULL THEN
         PERFORM agentlab_sched.fail('sql.not_allowed', 'username', jsonb_build_object(
-            'value', inputs ->> 'username', 'user', coalesce(who, '?')));
+            'value', inputs ->> 'username', 'user', coalesce(who, '?'),
+            'why', jsonb_build_object('msg', why, 'params', jsonb_build_object(
+                'value', inputs ->> 'username', 'user', coalesce(who, '?')))));
     END IF;
     -- The worker runs the command on a connection made as the role (tasks/sql.py): it must be able to log
     -- in, and it and the author must be allowed into the database (the connection enforces it again).

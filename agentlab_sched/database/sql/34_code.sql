@@ -84,8 +84,9 @@ BEGIN
 END
 $$;
 
--- Schedule `name` is no longer declared in code: paused with `reason`, not deleted (a sync only).
-CREATE OR REPLACE FUNCTION agentlab_sched.code_schedule_gone(name text, reason text) RETURNS void
+-- Schedule `name` is no longer declared in code: paused, saying where it was declared (code.gone, rendered
+-- when read), not deleted (a sync only).
+CREATE OR REPLACE FUNCTION agentlab_sched.code_schedule_gone(name text) RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -96,7 +97,8 @@ BEGIN
         PERFORM agentlab_sched.fail('code.not_syncing', 'name', jsonb_build_object('name', name));
     END IF;
     UPDATE agentlab_sched.schedules s
-    SET enabled = false, paused_reason = reason, code_removed_at = pg_catalog.clock_timestamp()
+    SET enabled = false, paused_reason = NULL, paused_reason_code = 'code.gone',
+        paused_reason_params = jsonb_build_object('where', s.defined_in), code_removed_at = pg_catalog.clock_timestamp()
     WHERE s.name = code_schedule_gone.name;
 END
 $$;

@@ -17,11 +17,17 @@ BEGIN
                               AND s.consecutive_failures + 1 >= s.pause_after_failures THEN now ELSE s.paused_at END,
         paused_reason = CASE WHEN s.enabled AND s.pause_after_failures IS NOT NULL
                                   AND s.consecutive_failures + 1 >= s.pause_after_failures
-                             THEN agentlab_sched.msg('schedule.paused_after_failures', jsonb_build_object(
-                                 'count', s.consecutive_failures + 1,
-                                 'since', to_char(now AT TIME ZONE s.timezone, 'YYYY-MM-DD HH24:MI'),
-                                 'timezone', s.timezone))
-                             ELSE s.paused_reason END,
+                             THEN NULL ELSE s.paused_reason END,
+        paused_reason_code = CASE WHEN s.enabled AND s.pause_after_failures IS NOT NULL
+                                       AND s.consecutive_failures + 1 >= s.pause_after_failures
+                                  THEN 'schedule.paused_after_failures' ELSE s.paused_reason_code END,
+        paused_reason_params = CASE WHEN s.enabled AND s.pause_after_failures IS NOT NULL
+                                         AND s.consecutive_failures + 1 >= s.pause_after_failures
+                                    THEN jsonb_build_object(
+                                        'count', s.consecutive_failures + 1,
+                                        'since', to_char(now AT TIME ZONE s.timezone, 'YYYY-MM-DD HH24:MI'),
+                                        'timezone', s.timezone)
+                                    ELSE s.paused_reason_params END,
         next_run_at = CASE WHEN s.pause_after_failures IS NOT NULL
                                 AND s.consecutive_failures + 1 >= s.pause_after_failures THEN NULL
                            ELSE s.next_run_at END

@@ -116,9 +116,10 @@ $$;
 
 -- Ask for one backfill fire per due time in [from, to], under the request's own overlap policy
 -- (buffer_all by default: the fires run one after another, none dropped); a worker expands and fires
--- them. An unbounded or out-of-range range is refused here; one with more due times than the limit is
--- refused by the worker (the request fails with its reason). A paused schedule can be backfilled (that
--- is what a backfill is for: the time it was paused).
+-- them. An unbounded or out-of-range range is refused here, and so is one that surely holds more due
+-- times than the limit (due_times_surely_over, 22_cron_gap.sql); near the limit, or for a cron that
+-- bound cannot read, the worker's exact count refuses it (the request fails with its reason). A paused
+-- schedule can be backfilled (that is what a backfill is for: the time it was paused).
 CREATE OR REPLACE FUNCTION agentlab_sched.backfill(name text, "from" timestamptz, "to" timestamptz,
                                                    overlap text DEFAULT 'buffer_all')
 RETURNS bigint
@@ -129,14 +130,21 @@ AS $$
 DECLARE
     sid bigint;
     tz text;
+    expr text;
     rid bigint;
 BEGIN
-    SELECT s.id, s.timezone INTO sid, tz FROM agentlab_sched.find_schedule(backfill.name) s;
+    SELECT s.id, s.timezone, s.cron INTO sid, tz, expr FROM agentlab_sched.find_schedule(backfill.name) s;
     PERFORM agentlab_sched.check_backfill_bound('from', "from", tz);
     PERFORM agentlab_sched.check_backfill_bound('to', "to", tz);
     IF "from" >= "to" THEN
         PERFORM agentlab_sched.fail('backfill.bad_range', 'from', jsonb_build_object(
             'start', agentlab_sched.local_time_text("from", tz), 'end', agentlab_sched.local_time_text("to", tz)));
+    END IF;
+    IF agentlab_sched.due_times_surely_over(expr, tz, "from", "to",
+                                             agentlab_sched.size_limit('backfill_times')) THEN
+        PERFORM agentlab_sched.fail('backfill.too_many', 'to', jsonb_build_object(
+            'start', agentlab_sched.local_time_text("from", tz), 'end', agentlab_sched.local_time_text("to", tz),
+            'limit', agentlab_sched.size_limit('backfill_times')));
     END IF;
     PERFORM agentlab_sched.validate_choice('overlap', overlap,
                                            ARRAY['skip', 'buffer_one', 'buffer_all', 'allow_all', 'cancel_other']);

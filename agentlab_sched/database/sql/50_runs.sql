@@ -150,6 +150,18 @@ BEGIN
 END
 $$;
 
+-- What an interrupted run becomes under on_interrupt `policy` after `interrupts` earlier interruptions:
+-- queued (retry, under the limit), cancelled (abandon) or suspended. interrupt_run() acts on it; a stopping
+-- worker says it (shutdown_outcome()).
+CREATE OR REPLACE FUNCTION agentlab_sched.interrupt_outcome(policy text, interrupts integer) RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN policy = 'retry' AND interrupts < agentlab_sched.size_limit('interrupt_retries') THEN 'queued'
+                WHEN policy = 'abandon' THEN 'cancelled'
+                ELSE 'suspended' END
+$$;
+
 -- A run nobody asked to stop was interrupted: a stopping worker aborted its job (`job_live` false: the job
 -- has ended), or its worker died or lost the database (its job is still doing on a worker that is gone,
 -- `job_live` true). What follows is its schedule's on_interrupt (docs/runs.md):
@@ -167,9 +179,10 @@ AS $$
 DECLARE
     policy text := agentlab_sched.interrupt_policy(r.schedule_id);
     most integer := agentlab_sched.size_limit('interrupt_retries');
+    outcome text := agentlab_sched.interrupt_outcome(policy, r.interrupts);
     jid bigint;
 BEGIN
-    IF policy = 'retry' AND r.interrupts < most THEN
+    IF outcome = 'queued' THEN
         IF job_live AND r.job_id IS NOT NULL THEN
             -- doing -> todo (its place, lock and priority kept): the job trigger queues the run.
             PERFORM public.procrastinate_retry_job_v2(r.job_id, NULL, NULL, NULL, NULL);
@@ -185,7 +198,7 @@ BEGIN
             error_code = 'run.interrupted_retried', updated_at = at
         WHERE x.id = r.id;
         RETURN 'queued';
-    ELSIF policy = 'abandon' THEN
+    ELSIF outcome = 'cancelled' THEN
         UPDATE agentlab_sched.runs x
         SET status = 'cancelled', finished_at = at, deadline_at = NULL, abort_reason = 'interrupted',
             abort_requested_at = NULL, error = agentlab_sched.msg('run.interrupted_abandoned'),

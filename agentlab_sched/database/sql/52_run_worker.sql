@@ -133,6 +133,16 @@ AS $$
     RETURNING true
 $$;
 
+-- What a stopping worker's interrupted run `run_id` becomes when its job ends (interrupt_outcome()).
+CREATE OR REPLACE FUNCTION agentlab_sched.shutdown_outcome(run_id uuid) RETURNS text
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT agentlab_sched.interrupt_outcome(agentlab_sched.interrupt_policy(r.schedule_id), r.interrupts)
+    FROM agentlab_sched.runs r WHERE r.id = run_id
+$$;
+
 -- A stopping worker hands back the job of a run whose body never started (it could not look the run up
 -- in time): todo again, so the run is queued for the next worker. True when it was handed back.
 CREATE OR REPLACE FUNCTION agentlab_sched.hand_back_job(job bigint) RETURNS boolean

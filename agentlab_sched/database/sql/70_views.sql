@@ -54,7 +54,7 @@ SELECT
     lr.finished_at AS last_run_finished_at,
     s.consecutive_failures,
     s.pause_after_failures,
-    s.paused_reason,
+    agentlab_sched.paused_reason_text(s.paused_reason, s.paused_reason_code, s.paused_reason_params) AS paused_reason,
     s.paused_at,
     s.overlap,
     s.remaining_runs,

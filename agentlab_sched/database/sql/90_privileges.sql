@@ -1,13 +1,13 @@
 -- Privileges: who may do what (docs/security.md).
 
--- Whether the login role `who` (the session's by default) may create or change a schedule of the built-in
--- `sql` task that runs its command as `run_as`, or fire one with other inputs: it holds EXECUTE on
--- agentlab_sched.schedule_sql (the privilege, granted by the owner) and is itself a member of `run_as`
--- (nobody gains a role through a schedule). `run_as` may be neither a superuser nor the owner of schema
--- agentlab_sched. A `who` that is no role (NULL, or a role dropped since) may not.
-DROP FUNCTION IF EXISTS agentlab_sched.may_schedule_sql(text);
-CREATE OR REPLACE FUNCTION agentlab_sched.may_schedule_sql(run_as text, who text DEFAULT session_user)
-RETURNS boolean
+-- Why the login role `who` (the session's by default) may not create or change a schedule of the built-in
+-- `sql` task that runs its command as `run_as`, or fire one with other inputs: the message code of the
+-- first condition that fails, NULL when it may. It must hold EXECUTE on agentlab_sched.schedule_sql (the
+-- privilege, granted by the owner) and be itself a member of `run_as` (nobody gains a role through a
+-- schedule); `run_as` may be neither a superuser nor the owner of schema agentlab_sched. A `who` that is no
+-- role (NULL, or a role dropped since) may not.
+CREATE OR REPLACE FUNCTION agentlab_sched.sql_schedule_problem(run_as text, who text DEFAULT session_user)
+RETURNS text
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -15,16 +15,33 @@ DECLARE
     target pg_catalog.pg_roles;
 BEGIN
     SELECT * INTO target FROM pg_catalog.pg_roles r WHERE r.rolname = run_as;
-    IF NOT FOUND OR target.rolsuper
-       OR target.oid = (SELECT n.nspowner FROM pg_catalog.pg_namespace n WHERE n.nspname = 'agentlab_sched')
-       OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles w WHERE w.rolname = who) THEN
-        RETURN false;
+    IF NOT FOUND THEN
+        RETURN 'sql.not_allowed.no_role';
+    ELSIF target.rolsuper THEN
+        RETURN 'sql.not_allowed.superuser';
+    ELSIF target.oid = (SELECT n.nspowner FROM pg_catalog.pg_namespace n WHERE n.nspname = 'agentlab_sched') THEN
+        RETURN 'sql.not_allowed.owner';
+    ELSIF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles w WHERE w.rolname = who) THEN
+        RETURN 'sql.not_allowed.no_user';
+    ELSIF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
+                      WHERE p.pronamespace = 'agentlab_sched'::pg_catalog.regnamespace AND p.proname = 'schedule_sql'
+                        AND pg_catalog.has_function_privilege(who, p.oid, 'EXECUTE')) THEN
+        RETURN 'sql.not_allowed.no_execute';
+    ELSIF NOT pg_catalog.pg_has_role(who, target.oid, 'MEMBER') THEN
+        RETURN 'sql.not_allowed.not_member';
     END IF;
-    RETURN EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
-                   WHERE p.pronamespace = 'agentlab_sched'::pg_catalog.regnamespace AND p.proname = 'schedule_sql'
-                     AND pg_catalog.has_function_privilege(who, p.oid, 'EXECUTE'))
-           AND pg_catalog.pg_has_role(who, target.oid, 'MEMBER');
+    RETURN NULL;
 END
+$$;
+
+-- Whether `who` may (sql_schedule_problem() finds nothing).
+DROP FUNCTION IF EXISTS agentlab_sched.may_schedule_sql(text);
+CREATE OR REPLACE FUNCTION agentlab_sched.may_schedule_sql(run_as text, who text DEFAULT session_user)
+RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT agentlab_sched.sql_schedule_problem(run_as, who) IS NULL
 $$;
 
 -- ------------------------------------------------------------------------------------------------
@@ -43,7 +60,7 @@ AS $$
     SELECT CASE kind
         WHEN 'admin' THEN ARRAY[
             -- the SQL API: every change goes through validation and the audit
-            'schedule', 'schedule_many', 'alter_schedule', 'unschedule', 'pause', 'resume', 'trigger', 'trigger_now',
+            'schedule', 'schedule_many', 'alter_schedule', 'unschedule', 'pause', 'pause_because', 'resume', 'trigger', 'trigger_now',
             'backfill',
             'approve', 'reject', 'resume_run', 'abandon', 'resume_suspended', 'abandon_suspended', 'cancel_run',
             'reset_session', 'prune', 'set_retention', 'ensure_partitions', 'default_partition_rows',
@@ -59,7 +76,7 @@ AS $$
             'next_request', 'carry_out_request', 'fail_request',
             -- running jobs (agentlab-sched worker's runner, the run middleware) and housekeeping
             'fetch_jobs', 'finish_jobs', 'run_context', 'await_approval', 'record_task_error', 'record_result', 'record_unknown_task',
-            'hand_back_job', 'mark_shutdown',
+            'hand_back_job', 'mark_shutdown', 'shutdown_outcome',
             'finish_after_abort', 'renew_session', 'housekeeping', 'detect_suspended', 'enforce_timeouts',
             'time_out_run', 'ensure_partitions', 'default_partition_rows',
             -- what a worker says of itself (agentlab-sched doctor reads it)
