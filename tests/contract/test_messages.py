@@ -42,7 +42,7 @@ def test_sql_renders_terms_durations_and_nulls_like_python(sync_conn: psycopg.Co
     )
 
 
-def test_a_count_of_one_reads_in_the_singular_in_python_and_sql(sync_conn: psycopg.Connection[Any]) -> None:
+def test_a_count_of_one_reads_in_the_singular_in_python_and_sql(sync_conn: psycopg.Connection[DictRow]) -> None:
     """ "1 live worker", "1 enabled schedule waits": the singular form when ``count`` is 1, in Python and SQL
     alike; Chinese has no plural, so its words are the message's own."""
     cases = {

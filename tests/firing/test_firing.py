@@ -550,7 +550,7 @@ async def test_failures_count_and_pause_the_schedule(conn: psycopg.AsyncConnecti
     row = fetched(await cur.fetchone())
     assert (row["consecutive_failures"], row["enabled"], row["next_run_at"]) == (2, False, None)
     assert (row["paused_reason"], row["paused_reason_code"]) == (None, "schedule.paused_after_failures")
-    status = await (await conn.execute("SELECT paused_reason FROM agentlab_sched.schedule_status")).fetchone()
+    status = fetched(await (await conn.execute("SELECT paused_reason FROM agentlab_sched.schedule_status")).fetchone())
     assert status["paused_reason"].startswith("paused after 2 consecutive failures (since ")
 
 
