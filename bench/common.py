@@ -104,7 +104,7 @@ class Server:
             conn.execute(f'DROP DATABASE IF EXISTS "{self.bare_template}"')
             conn.execute(f'CREATE DATABASE "{self.bare_template}"')
         with psycopg.connect(with_db(self.admin_url, self.bare_template), autocommit=True) as conn:
-            conn.execute(SchemaManager.get_schema())  # type: ignore[arg-type]
+            conn.execute(SchemaManager.get_schema())
         self._bare_ready = True
 
     @contextlib.contextmanager
@@ -116,12 +116,12 @@ class Server:
             self._ensure_bare_template()
         template = "" if empty else f' TEMPLATE "{self.bare_template if bare else self.template}"'
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"{template}')  # type: ignore[arg-type]
+            conn.execute(f'CREATE DATABASE "{name}"{template}')
         try:
             yield with_db(self.admin_url, name)
         finally:
             with psycopg.connect(self.admin_url, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
     def version(self) -> str:
         with psycopg.connect(self.admin_url) as conn:

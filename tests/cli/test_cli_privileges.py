@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import psycopg
 import pytest
 from psycopg import conninfo, sql
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from agentlab_sched.cli import app
 from agentlab_sched.database.roles import RoleNames, create_roles
@@ -60,7 +60,7 @@ def logins(pg_server: str, template_db: str) -> Iterator[Logins]:
                 server.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
 
 
-def invoke(url: str, args: list[str], locale: str = "en"):
+def invoke(url: str, args: list[str], locale: str = "en") -> Result:
     result = CliRunner(env={**ENV, "AGENTLAB_SCHED_LOCALE": locale}).invoke(app, ["--database-url", url, *args])
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     assert "Traceback" not in result.output

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import uuid
 
-import psycopg
 from typer.testing import CliRunner
 
 from agentlab_sched.cli import app
+from tests.support.rows import SyncConn, fetched
 
 ENV = {"AGENTLAB_SCHED_LOCALE": "en", "AGENTLAB_SCHED_DATABASE_URL": None, "AGENTLAB_SCHED_SECRET_KEY": None}
 
 
-def test_runs_show_gives_each_time_with_its_zone(db_url: str, sync_conn: psycopg.Connection) -> None:
+def test_runs_show_gives_each_time_with_its_zone(db_url: str, sync_conn: SyncConn) -> None:
     sync_conn.execute("SELECT agentlab_sched.schedule('daily', '0 9 * * *', 'demo.echo', '{}', 'Asia/Shanghai')")
-    sid = sync_conn.execute("SELECT id FROM agentlab_sched.schedules WHERE name = 'daily'").fetchone()["id"]  # type: ignore[index]
+    sid = fetched(sync_conn.execute("SELECT id FROM agentlab_sched.schedules WHERE name = 'daily'").fetchone())["id"]
     run = uuid.uuid4()
     sync_conn.execute(
         """INSERT INTO agentlab_sched.runs (id, schedule_id, task, status, started_by, created_at, started_at,

@@ -10,6 +10,7 @@ import psycopg
 from typer.testing import CliRunner
 
 from agentlab_sched.cli import app
+from tests.support.rows import fetched
 
 #: An OSC 52 clipboard write, a window title, a CSI clear screen, an 8-bit CSI and a bidi override.
 HOSTILE = "bad \x1b]52;c;cm0gLXJmIH4=\x07 \x1b]0;owned\x07 \x1b[2J \x9b31m \u202eevil"
@@ -24,21 +25,27 @@ def cli(url: str, *args: str) -> str:
 
 def seed(url: str) -> str:
     with psycopg.connect(url, autocommit=True) as conn:
-        sid = conn.execute(
-            """INSERT INTO agentlab_sched.schedules (name, cron, task, enabled, paused_reason)
+        sid = fetched(
+            conn.execute(
+                """INSERT INTO agentlab_sched.schedules (name, cron, task, enabled, paused_reason)
                VALUES ('x[/bold] [red]', '0 9 * * *', 'demo.echo', false, %s) RETURNING id""",
-            (HOSTILE,),
-        ).fetchone()[0]
-        fire = conn.execute(
-            """INSERT INTO agentlab_sched.fires (schedule_id, fire_at, kind, status, reason_code, reason)
+                (HOSTILE,),
+            ).fetchone()
+        )[0]
+        fire = fetched(
+            conn.execute(
+                """INSERT INTO agentlab_sched.fires (schedule_id, fire_at, kind, status, reason_code, reason)
                VALUES (%s, now(), 'scheduled', 'failed_to_start', 'launch.refused', %s) RETURNING id""",
-            (sid, HOSTILE),
-        ).fetchone()[0]
-        run = conn.execute(
-            """INSERT INTO agentlab_sched.runs (schedule_id, fire_id, task, started_by, status, error)
+                (sid, HOSTILE),
+            ).fetchone()
+        )[0]
+        run = fetched(
+            conn.execute(
+                """INSERT INTO agentlab_sched.runs (schedule_id, fire_id, task, started_by, status, error)
                VALUES (%s, %s, 'demo.echo', 'schedule:x', 'failed', %s) RETURNING id::text""",
-            (sid, fire, HOSTILE),
-        ).fetchone()[0]
+                (sid, fire, HOSTILE),
+            ).fetchone()
+        )[0]
     return run
 
 

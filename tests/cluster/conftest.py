@@ -172,11 +172,11 @@ class PgServer:
     def execute(self, *statements: str, dbname: str = "postgres") -> None:
         with psycopg.connect(self.url(dbname), autocommit=True) as conn:
             for statement in statements:
-                conn.execute(statement)  # type: ignore[arg-type]
+                conn.execute(statement)
 
     def rows(self, query: str, *params: Any, dbname: str = "postgres") -> list[tuple[Any, ...]]:
         with psycopg.connect(self.url(dbname), autocommit=True) as conn:
-            return conn.execute(query, params or None).fetchall()  # type: ignore[arg-type]
+            return conn.execute(query, params or None).fetchall()
 
 
 @contextlib.contextmanager

@@ -30,6 +30,7 @@ from typer.testing import CliRunner
 from agentlab_sched.cli import app as cli_app
 from agentlab_sched.database.migrate import migrate
 from agentlab_sched.runs import lifecycle
+from tests.support.rows import fetched
 
 HOSTS = 4
 ECHO_SCHEDULES = 60
@@ -140,15 +141,13 @@ def test_hosts_fire_once_through_a_vanished_and_a_killed_host(hosts_db: tuple[An
         vanished = next(h for h in hosts.hosts if any(p.pid == vanished_row["pid"] for p in h.processes))
         killed = next(h for h in hosts.hosts if h is not vanished)
         vanished_worker = vanished_row["name"]
-        (heartbeat,) = (
+        (heartbeat,) = fetched(
             conn.execute(
                 """SELECT p.last_heartbeat FROM procrastinate_workers p JOIN agentlab_sched.workers w
                ON w.procrastinate_worker_id = p.id WHERE w.name = %s""",
                 (vanished_worker,),
-            )
-            .fetchone()
-            .values()
-        )
+            ).fetchone()
+        ).values()
         if hosts.namespaced:
             hosts.vanish(vanished)
         else:

@@ -18,6 +18,7 @@ from agentlab_sched.demo import make_app
 from agentlab_sched.firing import hooks
 from agentlab_sched.firing.tick import fire_due
 from tests.support.firing_helpers import EN, NINE, fires, make_schedule, runs_of
+from tests.support.rows import fetched
 
 
 class _Lazy:
@@ -67,7 +68,7 @@ async def _old_run_with_a_running_job(conn: psycopg.AsyncConnection[Any], sid: i
         """SELECT (procrastinate_defer_jobs_v1(ARRAY[ROW('default', 'reports.slow', 0, NULL, NULL, '{}'::jsonb,
                   NULL)::procrastinate_job_to_defer_v1]))[1] AS id"""
     )
-    job_id = (await cur.fetchone())["id"]
+    job_id = fetched(await cur.fetchone())["id"]
     await conn.execute(
         """INSERT INTO agentlab_sched.runs (schedule_id, task, status, started_by, job_id)
            VALUES (%s, 'reports.slow', 'queued', 'schedule:slow', %s)""",
@@ -184,7 +185,7 @@ async def test_a_resolver_that_never_answers_times_out(conn: psycopg.AsyncConnec
         "SELECT agentlab_sched.msg(reason_code, reason_params, 'zh-CN') AS zh FROM agentlab_sched.fires WHERE id = %s",
         (fire["id"],),
     )
-    assert (await cur.fetchone())["zh"] == "任务 reports.slow 的启动检查(resolver)未在 1 秒 内返回,本次未启动"
+    assert fetched(await cur.fetchone())["zh"] == "任务 reports.slow 的启动检查(resolver)未在 1 秒 内返回,本次未启动"
     assert [f["status"] for f in await fires(conn, fine)] == ["started"]
 
 

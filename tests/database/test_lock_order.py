@@ -14,6 +14,7 @@ from agentlab_sched import database as db
 from agentlab_sched.firing import tick as tick_module
 from agentlab_sched.firing.tick import fire_due
 from tests.support.firing_helpers import EN, NINE, fires, job, make_schedule, next_of, runs_of
+from tests.support.rows import fetched
 
 
 async def _blocked_on_a_lock(conn: psycopg.AsyncConnection[Any], pid: int) -> bool:
@@ -72,7 +73,7 @@ async def test_cancel_other_and_a_worker_finishing_a_failed_job_never_deadlock(
     # its lock timeout (the tick still held it), by the housekeeping that applies pending tallies.
     await conn.execute("SELECT agentlab_sched.apply_pending_tallies()")
     cur = await conn.execute("SELECT consecutive_failures FROM agentlab_sched.schedules WHERE id = %s", (sid,))
-    assert (await cur.fetchone())["consecutive_failures"] == 1
+    assert fetched(await cur.fetchone())["consecutive_failures"] == 1
     # Whatever this tick managed, the minute fires exactly once in the end (the next tick, if it was left).
     await fire_due(conn, NINE + timedelta(minutes=1, seconds=2), settings=EN)
     assert [(f["fire_at"] - NINE, f["status"]) for f in await fires(conn, sid)] == [

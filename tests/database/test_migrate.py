@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -49,7 +50,9 @@ def test_two_migrates_at_once_are_safe(empty_db_url: str) -> None:
     assert sorted(r.applied for r in reports) == [[], every]
 
 
-def test_a_changed_applied_migration_is_refused(empty_db_url: str, tmp_path, monkeypatch) -> None:
+def test_a_changed_applied_migration_is_refused(
+    empty_db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     migrate(empty_db_url)
     changed = tmp_path / "migrations"
     changed.mkdir()
@@ -65,7 +68,7 @@ def test_a_changed_applied_migration_is_refused(empty_db_url: str, tmp_path, mon
     assert err.value.message("zh-CN") == "迁移文件 0001_schema.sql 在执行后被改动过;请恢复原样,改动请写成新的迁移文件"
 
 
-def test_a_new_migration_is_applied_once(empty_db_url: str, tmp_path, monkeypatch) -> None:
+def test_a_new_migration_is_applied_once(empty_db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     migrate(empty_db_url)
     extended = tmp_path / "migrations"
     extended.mkdir()
@@ -78,7 +81,9 @@ def test_a_new_migration_is_applied_once(empty_db_url: str, tmp_path, monkeypatc
     assert "extra" in _tables(empty_db_url)
 
 
-def test_a_migration_numbered_below_the_latest_applied_is_applied(empty_db_url: str, tmp_path, monkeypatch) -> None:
+def test_a_migration_numbered_below_the_latest_applied_is_applied(
+    empty_db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Migrations are applied by name, not by the highest number: one that lands after later-numbered
     ones were applied (each range of numbers has its own author) is still applied, in file order."""
     extended = tmp_path / "migrations"

@@ -20,6 +20,7 @@ from procrastinate.schema import SchemaManager
 from psycopg.rows import dict_row
 
 from agentlab_sched.database.migrate import migrate
+from tests.support.rows import fetched
 
 FILES = sorted(Path(SchemaManager.get_migrations_path()).glob("*.sql"))
 
@@ -128,10 +129,12 @@ def test_migrate_upgrades_an_older_procrastinate_schema(
     assert set(newer) <= set(report.procrastinate)
     assert set(report.procrastinate) | set(report.procrastinate_found) == {p.name for p in FILES}
     with psycopg.connect(second_db) as conn:
-        assert conn.execute("SELECT to_regproc('procrastinate_retry_job_v2') IS NOT NULL").fetchone()[0]
-        recorded = conn.execute(
-            "SELECT count(*) FROM agentlab_sched.schema_migrations WHERE name LIKE 'procrastinate/%'"
-        ).fetchone()[0]
+        assert fetched(conn.execute("SELECT to_regproc('procrastinate_retry_job_v2') IS NOT NULL").fetchone())[0]
+        recorded = fetched(
+            conn.execute(
+                "SELECT count(*) FROM agentlab_sched.schema_migrations WHERE name LIKE 'procrastinate/%'"
+            ).fetchone()
+        )[0]
     assert recorded == len(FILES)
     again = migrate(second_db)
     assert (again.procrastinate, again.procrastinate_found, again.applied) == ([], [], [])
@@ -197,20 +200,27 @@ def test_a_role_with_rights_on_procrastinates_tables_only(db_url: str, pg_server
             )
 
             def launch() -> dict[str, Any]:
-                out = conn.execute(
-                    "SELECT agentlab_sched.launch(s, clock_timestamp(), 'manual') AS r FROM agentlab_sched.schedules s"
-                ).fetchone()["r"]
-                return conn.execute("SELECT * FROM agentlab_sched.runs WHERE id = %s", (out["run_id"],)).fetchone()
+                out = fetched(
+                    conn.execute(
+                        "SELECT agentlab_sched.launch(s, clock_timestamp(), 'manual') AS r"
+                        " FROM agentlab_sched.schedules s"
+                    ).fetchone()
+                )["r"]
+                return fetched(
+                    conn.execute("SELECT * FROM agentlab_sched.runs WHERE id = %s", (out["run_id"],)).fetchone()
+                )
 
             runs = [launch() for _ in range(4)]
             conn.execute(f'SET ROLE "{role}"')
             with pytest.raises(psycopg.errors.InsufficientPrivilege):  # it really has no rights on ours
                 conn.execute("SELECT count(*) FROM agentlab_sched.runs")
-            other = conn.execute(
-                "SELECT unnest(procrastinate_defer_jobs_v1(ARRAY[ROW('default', 'other.task', 0, NULL, NULL, "
-                "'{}'::jsonb, NULL)::procrastinate_job_to_defer_v1])) AS id"
-            ).fetchone()["id"]
-            wid = conn.execute("SELECT * FROM procrastinate_register_worker_v1()").fetchone()["worker_id"]
+            other = fetched(
+                conn.execute(
+                    "SELECT unnest(procrastinate_defer_jobs_v1(ARRAY[ROW('default', 'other.task', 0, NULL, NULL, "
+                    "'{}'::jsonb, NULL)::procrastinate_job_to_defer_v1])) AS id"
+                ).fetchone()
+            )["id"]
+            wid = fetched(conn.execute("SELECT * FROM procrastinate_register_worker_v1()").fetchone())["worker_id"]
             for _ in range(3):  # the three oldest runs' jobs, then the other app's job
                 conn.execute("SELECT * FROM procrastinate_fetch_job_v2(NULL, %s)", (wid,))
             conn.execute("SELECT procrastinate_finish_job_v1(%s, 'succeeded', false)", (runs[0]["job_id"],))
@@ -222,7 +232,9 @@ def test_a_role_with_rights_on_procrastinates_tables_only(db_url: str, pg_server
             conn.execute("DELETE FROM procrastinate_jobs WHERE id = %s", (other,))
             conn.execute("RESET ROLE")
             statuses = [
-                conn.execute("SELECT status FROM agentlab_sched.runs WHERE id = %s", (r["id"],)).fetchone()["status"]
+                fetched(conn.execute("SELECT status FROM agentlab_sched.runs WHERE id = %s", (r["id"],)).fetchone())[
+                    "status"
+                ]
                 for r in runs
             ]
             assert statuses == ["succeeded", "queued", "failed", "cancelled"]

@@ -65,8 +65,8 @@ async def test_migrate_keeps_the_history_and_a_concurrent_tick_loses_nothing(
         async def tick() -> int:
             launched = 0
             for minute in range(2, 7):
-                done = await fire_due(ticker, T0 + timedelta(minutes=minute, seconds=1), settings=EN)
-                launched += done.fires.get("started", 0)
+                ticked = await fire_due(ticker, T0 + timedelta(minutes=minute, seconds=1), settings=EN)
+                launched += ticked.fires.get("started", 0)
             return launched
 
         # A reader holds the ledger while migrate starts: migrate waits for it (holding the runs table),
@@ -80,9 +80,9 @@ async def test_migrate_keeps_the_history_and_a_concurrent_tick_loses_nothing(
         await _waiting_on_locks(conn, 2)
         await blocker.commit()
         await blocker.close()
-        report = await migrating
+        migrated = await migrating
         later = sorted(p.name for p in migrate_module.MIGRATIONS_DIR.glob("*.sql") if p.name >= "0005")
-        assert report.applied == later and later[0] == "0005_partitioned_history.sql"
+        assert migrated.applied == later and later[0] == "0005_partitioned_history.sql"
         assert await firing == 5 * SCHEDULES
 
         cur = await conn.execute("SELECT relkind FROM pg_class WHERE oid = 'agentlab_sched.fires'::regclass")

@@ -20,6 +20,7 @@ from agentlab_sched.cli import app
 from agentlab_sched.database.roles import RoleNames
 from agentlab_sched.settings import Settings
 from tests.support.notify_fakes import KEY
+from tests.support.rows import fetched
 from tests.support.security_helpers import Roles
 
 KEYS = Settings(locale="en", secret_keys=(KEY,))
@@ -42,7 +43,7 @@ def test_sql_schedules_need_the_privilege_and_membership_of_the_role_they_run_as
 
     def may(run_as: str) -> bool:
         with roles.connect(author) as conn:
-            return conn.execute("SELECT agentlab_sched.may_schedule_sql(%s)", (run_as,)).fetchone()[0]
+            return fetched(conn.execute("SELECT agentlab_sched.may_schedule_sql(%s)", (run_as,)).fetchone())[0]
 
     assert may(reporting) is False  # no schedule_sql function, so nobody holds the privilege
     with psycopg.connect(db_url, autocommit=True) as owner:
@@ -56,7 +57,7 @@ def test_sql_schedules_need_the_privilege_and_membership_of_the_role_they_run_as
     assert may(reporting) is False  # not a member of reporting: no role is gained through a schedule
     with psycopg.connect(db_url, autocommit=True) as owner:
         owner.execute(f'GRANT "{reporting}" TO "{author}"')
-        superuser = owner.execute("SELECT current_user").fetchone()[0]
+        superuser = fetched(owner.execute("SELECT current_user").fetchone())[0]
     assert may(reporting) is True
     assert may("no_such_role_anywhere") is False
     assert may(superuser) is False  # never a superuser, even for a member
@@ -102,7 +103,7 @@ def test_roles_create_makes_three_roles_once_with_the_names_asked_for(db_url: st
     renamed = cli(db_url, "roles", "create", "--prefix", prefix, "--admin", f"{prefix}_ops")
     assert renamed.exit_code == 0 and f"roles created: {prefix}_ops;" in renamed.stdout
     with psycopg.connect(db_url, autocommit=True) as conn:
-        superuser = conn.execute("SELECT current_user").fetchone()[0]
+        superuser = fetched(conn.execute("SELECT current_user").fetchone())[0]
     refused = cli(db_url, "roles", "create", "--prefix", prefix, "--worker", superuser)
     assert refused.exit_code == 2
     assert f"worker: role {superuser} is a superuser or owns schema agentlab_sched" in refused.stderr
@@ -113,7 +114,7 @@ def test_roles_create_makes_three_roles_once_with_the_names_asked_for(db_url: st
 # --------------------------------------------------------------------------------------------------
 
 
-def denied(conn: psycopg.Connection, statement: str, *args: Any) -> None:
+def denied(conn: psycopg.Connection[Any], statement: str, *args: Any) -> None:
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
         conn.execute(statement, args)
 
@@ -127,21 +128,27 @@ def seed(db_url: str) -> dict[str, Any]:
     """A schedule with a webhook, a fire and its run, and an audit row, written by the owner."""
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as owner:
         owner.execute("SELECT agentlab_sched.register_tasks(ARRAY['demo.echo'])")
-        sid = owner.execute(
-            """INSERT INTO agentlab_sched.schedules (name, cron, task, inputs, webhook_format, webhook_url_enc,
+        sid = fetched(
+            owner.execute(
+                """INSERT INTO agentlab_sched.schedules (name, cron, task, inputs, webhook_format, webhook_url_enc,
                    webhook_url_hint) VALUES ('report', '0 9 * * *', 'demo.echo', '{"day": "{{ schedule.date }}"}',
                    'generic', 'gAAAAAsecret', 'https://hooks.example.com/…abcd') RETURNING id"""
-        ).fetchone()["id"]
-        fire = owner.execute(
-            """INSERT INTO agentlab_sched.fires (schedule_id, fire_at, kind, status) VALUES (%s, now(), 'manual',
+            ).fetchone()
+        )["id"]
+        fire = fetched(
+            owner.execute(
+                """INSERT INTO agentlab_sched.fires (schedule_id, fire_at, kind, status) VALUES (%s, now(), 'manual',
                    'started') RETURNING id""",
-            (sid,),
-        ).fetchone()["id"]
-        run = owner.execute(
-            """INSERT INTO agentlab_sched.runs (schedule_id, fire_id, task, started_by, status)
+                (sid,),
+            ).fetchone()
+        )["id"]
+        run = fetched(
+            owner.execute(
+                """INSERT INTO agentlab_sched.runs (schedule_id, fire_id, task, started_by, status)
                VALUES (%s, %s, 'demo.echo', 'manual:x', 'succeeded') RETURNING id""",
-            (sid, fire),
-        ).fetchone()["id"]
+                (sid, fire),
+            ).fetchone()
+        )["id"]
     return {"schedule": sid, "fire": fire, "run": run}
 
 
@@ -283,7 +290,7 @@ async def test_the_worker_fires_and_keeps_bookkeeping_never_a_definition(
         report = await fire_due(conn, settings=KEYS)
         assert report.fires == {"started": 1}
         cur = await conn.execute("SELECT status FROM agentlab_sched.runs ORDER BY created_at DESC LIMIT 1")
-        assert (await cur.fetchone())["status"] == "queued"
+        assert fetched(await cur.fetchone())["status"] == "queued"
         for statement in (
             "UPDATE agentlab_sched.schedules SET task = 'evil.task'",
             "UPDATE agentlab_sched.schedules SET inputs = '{\"x\": 1}'",
@@ -345,7 +352,7 @@ async def test_trigger_now_is_grantable_without_running_the_task_with_other_inpu
         await theirs.close()
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as owner:
         run = owner.execute("SELECT inputs, started_by FROM agentlab_sched.runs ORDER BY created_at DESC LIMIT 1")
-        fired = run.fetchone()
+        fired = fetched(run.fetchone())
     assert fired["started_by"] == f"manual:{oncall}" and fired["inputs"]["day"] != "1999-01-01"
 
 
@@ -393,12 +400,12 @@ async def test_the_worker_delivers_notifications(db_url: str, roles: Roles, grou
         run = await add_run(owner, sid)
         await set_status(owner, run, "succeeded")
         cur = await owner.execute("SELECT clock_timestamp() + interval '1 second' AS now")
-        now = (await cur.fetchone())["now"]
+        now = fetched(await cur.fetchone())["now"]
         fake = FakePlatforms(now=now)
         fake.add(FEISHU_URL)
         assert (await deliver_due(worker, KEYS, sender=fake.sender(), now=now))["sent"] == 1
         cur = await owner.execute("SELECT status FROM agentlab_sched.outbox")
-        assert (await cur.fetchone())["status"] == "sent"
+        assert fetched(await cur.fetchone())["status"] == "sent"
     finally:
         await owner.close()
         await worker.close()

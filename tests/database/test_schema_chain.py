@@ -69,7 +69,7 @@ CATALOG: dict[str, str] = {
 def catalog(url: str) -> dict[str, dict[str, str]]:
     """kind -> name -> definition, for the database at ``url``."""
     with psycopg.connect(url) as conn:
-        return {kind: dict(conn.execute(sql).fetchall()) for kind, sql in CATALOG.items()}  # type: ignore[arg-type]
+        return {kind: dict(conn.execute(sql).fetchall()) for kind, sql in CATALOG.items()}
 
 
 def differences(chain: dict[str, dict[str, str]], current: dict[str, dict[str, str]]) -> list[str]:

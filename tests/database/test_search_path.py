@@ -18,6 +18,7 @@ from agentlab_sched.firing.requests import backfill, trigger
 from agentlab_sched.firing.tick import fire_due
 from agentlab_sched.runs import lifecycle
 from tests.support.firing_helpers import EN, NINE, make_schedule, set_job_status
+from tests.support.rows import SyncConn, fetched
 from tests.support.runs import ask, launch
 from tests.support.security_helpers import Roles
 
@@ -133,7 +134,7 @@ async def test_objects_planted_in_public_are_never_called_by_our_functions(
     await conn.execute("SELECT agentlab_sched.resume('simple')")
     await conn.execute("SELECT agentlab_sched.unschedule('by-sql')")
     cur = await conn.execute("SELECT count(*) AS n FROM agentlab_sched.fires")
-    assert (await cur.fetchone())["n"] >= 8  # the path really ran
+    assert fetched(await cur.fetchone())["n"] >= 8  # the path really ran
     assert await calls(conn) == []
     # The planted objects are live: a statement that searches public calls them.
     await conn.execute("SELECT 'agentlab_sched:' || 42::bigint")
@@ -142,10 +143,10 @@ async def test_objects_planted_in_public_are_never_called_by_our_functions(
 
 async def who(conn: psycopg.AsyncConnection[Any]) -> str:
     cur = await conn.execute("SELECT current_user AS me")
-    return (await cur.fetchone())["me"]
+    return fetched(await cur.fetchone())["me"]
 
 
-def test_every_function_of_the_schema_pins_its_search_path(sync_conn: psycopg.Connection) -> None:
+def test_every_function_of_the_schema_pins_its_search_path(sync_conn: SyncConn) -> None:
     """Except the ones with an SQL-standard body (``RETURN ...``: sql/01_statuses.sql's run_is_open() and
     the like, which must be inlined, and a SET clause stops that): their names are bound when they are
     made, so no search_path at call time can change them."""
@@ -159,14 +160,14 @@ def test_every_function_of_the_schema_pins_its_search_path(sync_conn: psycopg.Co
     assert unpinned == [], f"SET search_path = pg_catalog, pg_temp missing (docs/security.md): {unpinned}"
 
 
-def test_a_function_added_without_a_pinned_path_is_caught(sync_conn: psycopg.Connection) -> None:
+def test_a_function_added_without_a_pinned_path_is_caught(sync_conn: SyncConn) -> None:
     sync_conn.execute("CREATE FUNCTION agentlab_sched.added_later() RETURNS int LANGUAGE sql AS 'SELECT 1'")
     with pytest.raises(AssertionError, match=r"agentlab_sched.added_later\(\)"):
         test_every_function_of_the_schema_pins_its_search_path(sync_conn)
 
 
 def test_definer_functions_are_the_owners_closed_to_public_and_each_granted_to_a_role(
-    sync_conn: psycopg.Connection,
+    sync_conn: SyncConn,
 ) -> None:
     rows = sync_conn.execute(
         """SELECT p.proname, p.oid::regprocedure::text AS sig, p.prosecdef,
@@ -176,9 +177,9 @@ def test_definer_functions_are_the_owners_closed_to_public_and_each_granted_to_a
            FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
            WHERE n.nspname = 'agentlab_sched'"""
     ).fetchall()
-    listed = set(sync_conn.execute("SELECT agentlab_sched.role_functions('admin') AS f").fetchone()["f"]) | set(
-        sync_conn.execute("SELECT agentlab_sched.role_functions('worker') AS f").fetchone()["f"]
-    )
+    listed = set(
+        fetched(sync_conn.execute("SELECT agentlab_sched.role_functions('admin') AS f").fetchone())["f"]
+    ) | set(fetched(sync_conn.execute("SELECT agentlab_sched.role_functions('worker') AS f").fetchone())["f"])
     definers = {r["proname"] for r in rows if r["prosecdef"]}
     by_hand = {"schedule_sql"}  # a privilege the owner grants (docs/security.md)
     for r in rows:
@@ -190,7 +191,7 @@ def test_definer_functions_are_the_owners_closed_to_public_and_each_granted_to_a
     assert {"schedules_after_write", "follow_job"} <= definers  # the audit, and runs following their jobs
 
 
-def test_procrastinates_functions_are_pinned_to_its_schema(sync_conn: psycopg.Connection) -> None:
+def test_procrastinates_functions_are_pinned_to_its_schema(sync_conn: SyncConn) -> None:
     rows = sync_conn.execute(
         """SELECT p.oid::regprocedure::text AS name, p.proconfig FROM pg_proc p
            WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'procrastinate\\_%'"""

@@ -16,8 +16,7 @@ from agentlab_sched.database.migrate import migrate
 from agentlab_sched.firing.tick import fire_due
 from agentlab_sched.schedules import admin
 from tests.support.firing_helpers import EN, fires, make_schedule, runs_of, set_job_status
-
-Conn = psycopg.AsyncConnection[Any]
+from tests.support.rows import Conn, SyncConn, fetched
 
 #: pg_cron 1.4-1.6's columns, in order.
 JOB = [
@@ -45,7 +44,7 @@ JOB_RUN_DETAILS = [
 ]
 
 
-def columns(conn: psycopg.Connection, schema: str, table: str) -> list[tuple[str, str]]:
+def columns(conn: SyncConn, schema: str, table: str) -> list[tuple[str, str]]:
     rows = conn.execute(
         """SELECT column_name, data_type FROM information_schema.columns
            WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position""",
@@ -54,7 +53,7 @@ def columns(conn: psycopg.Connection, schema: str, table: str) -> list[tuple[str
     return [(r["column_name"], r["data_type"]) for r in rows]
 
 
-def test_the_views_have_pg_crons_columns(sync_conn: psycopg.Connection) -> None:
+def test_the_views_have_pg_crons_columns(sync_conn: SyncConn) -> None:
     assert columns(sync_conn, "cron", "job") == JOB
     assert columns(sync_conn, "cron", "job_run_details") == JOB_RUN_DETAILS
 
@@ -95,7 +94,7 @@ async def test_pg_cron_monitoring_queries_read_our_schedules_and_fires(conn: Con
     assert "nope.task" in refusal["reason"]
     await set_job_status(conn, run["job_id"], "doing")
     cur = await conn.execute("SELECT status FROM cron.job_run_details WHERE runid = %s", (fire["id"],))
-    assert (await cur.fetchone())["status"] == "running"
+    assert fetched(await cur.fetchone())["status"] == "running"
     await set_job_status(conn, run["job_id"], "succeeded")
     cur = await conn.execute(
         "SELECT status, end_time IS NOT NULL AS ended FROM cron.job_run_details WHERE runid = %s", (fire["id"],)
@@ -115,7 +114,7 @@ async def test_a_sql_schedule_reads_as_pg_cron_would_show_it(conn: Conn, db_url:
     try:
         s = await admin.schedule_sql(conn, "vacuum", "0 3 * * *", "VACUUM", username=role, enabled=False)
         cur = await conn.execute("SELECT * FROM cron.job WHERE jobname = 'vacuum'")
-        row = await cur.fetchone()
+        row = fetched(await cur.fetchone())
         here = psycopg.conninfo.conninfo_to_dict(db_url)["dbname"]
         assert (row["jobid"], row["command"], row["database"], row["username"], row["active"]) == (
             s.id,

@@ -19,8 +19,7 @@ from agentlab_sched.schedules import admin
 from tests.support import periodic_app
 from tests.support.cli import ok
 from tests.support.firing_helpers import EN, job, runs_of
-
-Conn = psycopg.AsyncConnection[Any]
+from tests.support.rows import Conn
 
 
 def test_import_procrastinate_makes_paused_schedules_and_says_what_to_remove(db_url: str) -> None:

@@ -4,10 +4,10 @@ imports the app's own periodic tasks, never the scheduler's tick and housekeepin
 from __future__ import annotations
 
 import procrastinate
-import psycopg
 
 import agentlab_sched
 from agentlab_sched.imports.periodic import import_periodic
+from tests.support.rows import Conn
 
 
 def host_app(db_url: str) -> procrastinate.App:
@@ -22,7 +22,7 @@ def host_app(db_url: str) -> procrastinate.App:
     return app
 
 
-async def test_the_scheduler_own_periodic_tasks_are_never_imported(db_url: str, conn: psycopg.AsyncConnection) -> None:
+async def test_the_scheduler_own_periodic_tasks_are_never_imported(db_url: str, conn: Conn) -> None:
     app = host_app(db_url)
     assert {p.task.name for p in app.periodic_registry.periodic_tasks.values()} >= {
         "agentlab_sched:tick",

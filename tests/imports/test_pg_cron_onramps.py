@@ -111,7 +111,7 @@ def test_a_superuser_job_names_run_as_and_a_dry_run_says_would(pg_cron_url: str)
 
 def test_jobs_of_another_server_are_refused_unless_mapped(pg_cron_url: str, db_url: str) -> None:
     ids = jobids(pg_cron_url)
-    here = conninfo.conninfo_to_dict(db_url)["dbname"]
+    here = str(conninfo.conninfo_to_dict(db_url)["dbname"])
     result = cli(db_url, "import", "pg-cron", "--from", pg_cron_url, "--json")
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import psycopg
 import pytest
 from cryptography.fernet import Fernet
 from typer.testing import CliRunner
 
 from agentlab_sched.cli import app
+from tests.support.rows import SyncConn, fetched
 
 ENV = {"AGENTLAB_SCHED_LOCALE": None, "AGENTLAB_SCHED_DATABASE_URL": None, "AGENTLAB_SCHED_SECRET_KEY": None}
 S = "agentlab_sched"
@@ -38,7 +38,7 @@ def finding(report: dict[str, Any], code: str) -> dict[str, Any]:
     return found
 
 
-def live_worker(conn: psycopg.Connection, name: str = "w1", **values: Any) -> None:
+def live_worker(conn: SyncConn, name: str = "w1", **values: Any) -> None:
     """A live `agentlab-sched worker` that fires, as its own report says."""
     row = {"kind": "agentlab-sched", "host": "h", "pid": 1, "queues": None, "concurrency": 10, "fires": True,
            "notifies": True, "clock_skew": 0.1, **values}  # fmt: skip
@@ -51,7 +51,7 @@ def live_worker(conn: psycopg.Connection, name: str = "w1", **values: Any) -> No
     )
 
 
-def healthy_schedule(conn: psycopg.Connection, name: str = "daily", task: str = "demo.echo") -> None:
+def healthy_schedule(conn: SyncConn, name: str = "daily", task: str = "demo.echo") -> None:
     conn.execute(f"SELECT {S}.register_tasks(ARRAY[%s])", (task,))
     conn.execute(f"SELECT {S}.schedule(%s, '0 9 * * *', %s)", (name, task))
     conn.execute(f"UPDATE {S}.schedules SET next_run_at = now() + interval '1 hour', replan = NULL WHERE name = %s",
@@ -66,7 +66,7 @@ def test_a_fresh_database_is_healthy(db_url: str) -> None:
             "doctor.suspended_none", "doctor.notifications_ok", "doctor.keys_no_webhooks"} <= codes(report)  # fmt: skip
 
 
-def test_schedules_with_a_live_worker_that_fires_are_healthy(db_url: str, sync_conn: psycopg.Connection) -> None:
+def test_schedules_with_a_live_worker_that_fires_are_healthy(db_url: str, sync_conn: SyncConn) -> None:
     healthy_schedule(sync_conn)
     live_worker(sync_conn)
     code, report = doctor(db_url)
@@ -76,9 +76,7 @@ def test_schedules_with_a_live_worker_that_fires_are_healthy(db_url: str, sync_c
     assert workers["items"][0]["fires"] is True and workers["items"][0]["concurrency"] == 10
 
 
-def test_text_output_marks_each_finding_and_exits_1_in_either_language(
-    db_url: str, sync_conn: psycopg.Connection
-) -> None:
+def test_text_output_marks_each_finding_and_exits_1_in_either_language(db_url: str, sync_conn: SyncConn) -> None:
     healthy_schedule(sync_conn)
     sync_conn.execute(f"UPDATE {S}.schedules SET next_run_at = now() - interval '2 hours'")
     for locale, overdue, summary in (
@@ -91,7 +89,7 @@ def test_text_output_marks_each_finding_and_exits_1_in_either_language(
         assert result.stdout.splitlines()[-1].startswith(summary)
 
 
-def test_migrations_not_applied(db_url: str, sync_conn: psycopg.Connection) -> None:
+def test_migrations_not_applied(db_url: str, sync_conn: SyncConn) -> None:
     sync_conn.execute(f"DELETE FROM {S}.schema_migrations WHERE name = '0001_schema.sql'")
     code, report = doctor(db_url)
     assert code == 1 and "doctor.migrations_pending" in problems(report)
@@ -103,13 +101,13 @@ def test_migrations_not_applied(db_url: str, sync_conn: psycopg.Connection) -> N
     assert code == 1 and "schema: not up to date (sql/)" in finding(report, "doctor.migrations_pending")["message"]
 
 
-def test_no_worker_while_schedules_wait(db_url: str, sync_conn: psycopg.Connection) -> None:
+def test_no_worker_while_schedules_wait(db_url: str, sync_conn: SyncConn) -> None:
     healthy_schedule(sync_conn)
     code, report = doctor(db_url)
     assert code == 1 and "doctor.workers_none" in problems(report)
 
 
-def test_overdue_schedules(db_url: str, sync_conn: psycopg.Connection) -> None:
+def test_overdue_schedules(db_url: str, sync_conn: SyncConn) -> None:
     healthy_schedule(sync_conn)
     live_worker(sync_conn)
     sync_conn.execute(f"UPDATE {S}.schedules SET next_run_at = now() - interval '5 minutes'")
@@ -118,7 +116,7 @@ def test_overdue_schedules(db_url: str, sync_conn: psycopg.Connection) -> None:
     assert [o["name"] for o in finding(report, "doctor.overdue")["items"]] == ["daily"]
 
 
-def test_stopped_and_paused_after_failures(db_url: str, sync_conn: psycopg.Connection) -> None:
+def test_stopped_and_paused_after_failures(db_url: str, sync_conn: SyncConn) -> None:
     healthy_schedule(sync_conn, "broken")
     healthy_schedule(sync_conn, "flaky")
     live_worker(sync_conn)
@@ -133,7 +131,7 @@ def test_stopped_and_paused_after_failures(db_url: str, sync_conn: psycopg.Conne
     assert "flaky" in finding(report, "doctor.paused_after_failures")["message"]
 
 
-def test_a_schedule_paused_by_a_person_needs_nobody(db_url: str, sync_conn: psycopg.Connection) -> None:
+def test_a_schedule_paused_by_a_person_needs_nobody(db_url: str, sync_conn: SyncConn) -> None:
     healthy_schedule(sync_conn)
     sync_conn.execute(f"SELECT {S}.pause('daily', 'holiday')")
     code, report = doctor(db_url)
@@ -141,7 +139,7 @@ def test_a_schedule_paused_by_a_person_needs_nobody(db_url: str, sync_conn: psyc
     assert finding(report, "doctor.paused")["level"] == "info"
 
 
-def test_a_task_no_live_worker_registered(db_url: str, sync_conn: psycopg.Connection) -> None:
+def test_a_task_no_live_worker_registered(db_url: str, sync_conn: SyncConn) -> None:
     healthy_schedule(sync_conn)
     live_worker(sync_conn)
     sync_conn.execute(f"SELECT {S}.schedule('weekly', '0 9 * * 1', 'reports.weekly')")
@@ -151,7 +149,7 @@ def test_a_task_no_live_worker_registered(db_url: str, sync_conn: psycopg.Connec
     assert finding(report, "doctor.unregistered")["items"] == [{"task": "reports.weekly", "schedules": ["weekly"]}]
 
 
-def test_suspended_runs(db_url: str, sync_conn: psycopg.Connection) -> None:
+def test_suspended_runs(db_url: str, sync_conn: SyncConn) -> None:
     sync_conn.execute(
         f"""INSERT INTO {S}.runs (id, task, status, started_by, suspended_at)
             VALUES ('1a2b3c4d-0000-0000-0000-000000000000', 'demo.echo', 'suspended', 'test', now())"""
@@ -161,10 +159,10 @@ def test_suspended_runs(db_url: str, sync_conn: psycopg.Connection) -> None:
     assert "#1a2b3c" in finding(report, "doctor.suspended")["message"]
 
 
-def test_failed_and_waiting_fire_requests(db_url: str, sync_conn: psycopg.Connection) -> None:
+def test_failed_and_waiting_fire_requests(db_url: str, sync_conn: SyncConn) -> None:
     healthy_schedule(sync_conn)
     live_worker(sync_conn)
-    sid = sync_conn.execute(f"SELECT id FROM {S}.schedules").fetchone()["id"]
+    sid = fetched(sync_conn.execute(f"SELECT id FROM {S}.schedules").fetchone())["id"]
     sync_conn.execute(
         f"""INSERT INTO {S}.fire_requests (schedule_id, kind, fire_at, until, requested_by, error, done_at)
             VALUES (%s, 'backfill', now(), now(), 'test', 'backfill: too many due times', now())""",
@@ -182,10 +180,12 @@ def test_failed_and_waiting_fire_requests(db_url: str, sync_conn: psycopg.Connec
     assert (code, problems(report)) == (1, {"doctor.waiting_requests"})
 
 
-def _outbox_row(conn: psycopg.Connection, **values: Any) -> None:
-    run = conn.execute(
-        f"INSERT INTO {S}.runs (task, status, started_by) VALUES ('demo.echo', 'failed', 'test') RETURNING id"
-    ).fetchone()["id"]
+def _outbox_row(conn: SyncConn, **values: Any) -> None:
+    run = fetched(
+        conn.execute(
+            f"INSERT INTO {S}.runs (task, status, started_by) VALUES ('demo.echo', 'failed', 'test') RETURNING id"
+        ).fetchone()
+    )["id"]
     conn.execute(
         f"""INSERT INTO {S}.outbox (run_id, event, status, attempts, last_error, created_at, run_created_at)
             VALUES (%(run)s, 'failed', %(status)s, %(attempts)s, %(error)s, now() - %(age)s::interval,
@@ -194,7 +194,7 @@ def _outbox_row(conn: psycopg.Connection, **values: Any) -> None:
     )
 
 
-def test_failing_and_undelivered_notifications(db_url: str, sync_conn: psycopg.Connection) -> None:
+def test_failing_and_undelivered_notifications(db_url: str, sync_conn: SyncConn) -> None:
     _outbox_row(sync_conn, status="pending", attempts=3, error="HTTP 500", age="1 minute")
     code, report = doctor(db_url)
     assert (code, problems(report)) == (1, {"doctor.notifications_failing"})
@@ -209,11 +209,11 @@ def test_failing_and_undelivered_notifications(db_url: str, sync_conn: psycopg.C
     assert (code, problems(report)) == (1, {"doctor.notifications_failing"})
 
 
-def test_a_key_that_cannot_decrypt_the_webhooks(db_url: str, sync_conn: psycopg.Connection) -> None:
+def test_a_key_that_cannot_decrypt_the_webhooks(db_url: str, sync_conn: SyncConn) -> None:
     from agentlab_sched.notify.secrets import SecretBox
 
     old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
-    sid = sync_conn.execute(f"SELECT {S}.schedule('hooked', '0 9 * * *', 'demo.echo') AS id").fetchone()["id"]
+    sid = fetched(sync_conn.execute(f"SELECT {S}.schedule('hooked', '0 9 * * *', 'demo.echo') AS id").fetchone())["id"]
     url = SecretBox([old]).seal("https://hooks.example.com/x", schedule_id=sid, field="webhook_url")
     sync_conn.execute(f"UPDATE {S}.schedules SET enabled = false, webhook_url_enc = %s", (url,))
     code, report = doctor(db_url, env={"AGENTLAB_SCHED_SECRET_KEY": new})
@@ -225,7 +225,7 @@ def test_a_key_that_cannot_decrypt_the_webhooks(db_url: str, sync_conn: psycopg.
     assert (code, problems(report)) == (0, set()) and finding(report, "doctor.keys_not_here")["level"] == "info"
 
 
-def test_clock_skew_of_a_worker(db_url: str, sync_conn: psycopg.Connection) -> None:
+def test_clock_skew_of_a_worker(db_url: str, sync_conn: SyncConn) -> None:
     healthy_schedule(sync_conn)
     live_worker(sync_conn, clock_skew=-42.0)
     code, report = doctor(db_url)
@@ -235,13 +235,13 @@ def test_clock_skew_of_a_worker(db_url: str, sync_conn: psycopg.Connection) -> N
     )
 
 
-def _plain_worker(conn: psycopg.Connection, name: str, queues: list[str] | None, concurrency: int) -> None:
-    pid = conn.execute("INSERT INTO procrastinate_workers DEFAULT VALUES RETURNING id").fetchone()["id"]
+def _plain_worker(conn: SyncConn, name: str, queues: list[str] | None, concurrency: int) -> None:
+    pid = fetched(conn.execute("INSERT INTO procrastinate_workers DEFAULT VALUES RETURNING id").fetchone())["id"]
     live_worker(conn, name, kind="procrastinate", queues=queues, concurrency=concurrency, fires=False,
                 notifies=False, procrastinate_worker_id=pid)  # fmt: skip
 
 
-def test_a_plain_worker_that_never_fires_because_of_its_queues(db_url: str, sync_conn: psycopg.Connection) -> None:
+def test_a_plain_worker_that_never_fires_because_of_its_queues(db_url: str, sync_conn: SyncConn) -> None:
     healthy_schedule(sync_conn)
     _plain_worker(sync_conn, "reports-only", ["reports"], 10)
     code, report = doctor(db_url)
@@ -255,7 +255,7 @@ def test_a_plain_worker_that_never_fires_because_of_its_queues(db_url: str, sync
     assert finding(report, "doctor.never_fires")["level"] == "info"
 
 
-def test_a_plain_worker_running_one_job_at_a_time_is_warned(db_url: str, sync_conn: psycopg.Connection) -> None:
+def test_a_plain_worker_running_one_job_at_a_time_is_warned(db_url: str, sync_conn: SyncConn) -> None:
     healthy_schedule(sync_conn)
     _plain_worker(sync_conn, "default", None, 1)
     code, report = doctor(db_url)
@@ -263,13 +263,15 @@ def test_a_plain_worker_running_one_job_at_a_time_is_warned(db_url: str, sync_co
     assert finding(report, "doctor.one_at_a_time")["level"] == "warning"
 
 
-def test_a_tick_waiting_in_a_queue_nobody_takes(db_url: str, sync_conn: psycopg.Connection) -> None:
+def test_a_tick_waiting_in_a_queue_nobody_takes(db_url: str, sync_conn: SyncConn) -> None:
     healthy_schedule(sync_conn)
     sync_conn.execute("INSERT INTO procrastinate_workers DEFAULT VALUES")  # alive, but never said what it runs
-    job = sync_conn.execute(
-        """INSERT INTO procrastinate_jobs (queue_name, task_name, queueing_lock, args)
+    job = fetched(
+        sync_conn.execute(
+            """INSERT INTO procrastinate_jobs (queue_name, task_name, queueing_lock, args)
            VALUES ('default', 'agentlab_sched:tick', 'agentlab_sched:tick', '{"timestamp": 0}') RETURNING id"""
-    ).fetchone()["id"]
+        ).fetchone()
+    )["id"]
     sync_conn.execute("UPDATE procrastinate_events SET at = now() - interval '5 minutes' WHERE job_id = %s", (job,))
     code, report = doctor(db_url)
     assert code == 1
@@ -285,7 +287,7 @@ def test_an_unmigrated_database_is_one_line_and_exit_1(empty_db_url: str) -> Non
 
 
 @pytest.mark.parametrize("locale", ["en", "zh-CN"])
-def test_every_finding_reads_in_the_locale(db_url: str, sync_conn: psycopg.Connection, locale: str) -> None:
+def test_every_finding_reads_in_the_locale(db_url: str, sync_conn: SyncConn, locale: str) -> None:
     healthy_schedule(sync_conn)
     sync_conn.execute(f"UPDATE {S}.schedules SET next_run_at = now() - interval '2 hours'")
     _, report = doctor(db_url, locale=locale)

@@ -7,16 +7,16 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import psycopg
 import pytest
 
 from agentlab_sched.observe import health
 from agentlab_sched.settings import Settings
+from tests.support.rows import Conn, SyncConn
 
 S = "agentlab_sched"
 
 
-async def findings(conn: psycopg.AsyncConnection, **kwargs: Any) -> list[health.Finding]:
+async def findings(conn: Conn, **kwargs: Any) -> list[health.Finding]:
     return await health.examine(conn, Settings.from_env(), **kwargs)
 
 
@@ -24,14 +24,14 @@ def by_code(found: list[health.Finding], code: str) -> list[health.Finding]:
     return [f for f in found if f.code == code]
 
 
-def live_worker(conn: psycopg.Connection) -> None:
+def live_worker(conn: SyncConn) -> None:
     conn.execute(
         f"""INSERT INTO {S}.workers (name, kind, host, pid, queues, concurrency, fires, notifies, clock_skew)
             VALUES ('w1', 'agentlab-sched', 'h', 1, NULL, 10, true, true, 0)"""
     )
 
 
-def schedule(conn: psycopg.Connection, name: str) -> int:
+def schedule(conn: SyncConn, name: str) -> int:
     conn.execute(f"SELECT {S}.register_tasks(ARRAY['demo.echo'])")
     conn.execute(f"SELECT {S}.schedule(%s, '0 9 * * *', 'demo.echo')", (name,))
     conn.execute(f"UPDATE {S}.schedules SET next_run_at = now() + interval '1 hour', replan = NULL WHERE name = %s",
@@ -42,7 +42,7 @@ def schedule(conn: psycopg.Connection, name: str) -> int:
 
 
 async def test_a_schedule_failing_eight_times_in_a_row_is_a_finding_with_its_last_error(
-    sync_conn: psycopg.Connection, conn: psycopg.AsyncConnection
+    sync_conn: SyncConn, conn: Conn
 ) -> None:
     live_worker(sync_conn)
     sid = schedule(sync_conn, "nightly")
@@ -62,9 +62,7 @@ async def test_a_schedule_failing_eight_times_in_a_row_is_a_finding_with_its_las
     assert failing.message("zh-CN") == "持续失败:nightly 已连续失败 8 次;最近的错误:ValueError: bad input 7"
 
 
-async def test_a_schedule_whose_fires_are_all_refused_is_a_finding(
-    sync_conn: psycopg.Connection, conn: psycopg.AsyncConnection
-) -> None:
+async def test_a_schedule_whose_fires_are_all_refused_is_a_finding(sync_conn: SyncConn, conn: Conn) -> None:
     live_worker(sync_conn)
     sid = schedule(sync_conn, "orphan")
     for minutes in (3, 2, 1):
@@ -86,9 +84,7 @@ async def test_a_schedule_whose_fires_are_all_refused_is_a_finding(
     assert by_code(await findings(conn), "doctor.fires_refused") == []
 
 
-async def test_registrations_of_a_dead_worker_do_not_pass_the_task_check(
-    sync_conn: psycopg.Connection, conn: psycopg.AsyncConnection
-) -> None:
+async def test_registrations_of_a_dead_worker_do_not_pass_the_task_check(sync_conn: SyncConn, conn: Conn) -> None:
     schedule(sync_conn, "daily")  # registered a moment ago, by a worker that is gone
     found = await findings(conn)
     assert [f.code for f in found if f.check == "workers"] == ["doctor.workers_none"]
@@ -100,9 +96,7 @@ async def test_registrations_of_a_dead_worker_do_not_pass_the_task_check(
 
 
 @pytest.mark.parametrize("embedded", [False, True])
-async def test_a_superuser_owner_is_information_once(
-    db_url: str, conn: psycopg.AsyncConnection, embedded: bool
-) -> None:
+async def test_a_superuser_owner_is_information_once(db_url: str, conn: Conn, embedded: bool) -> None:
     owner = await (await conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")).fetchone()
     assert owner is not None
     if not owner["rolsuper"]:

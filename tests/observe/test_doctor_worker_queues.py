@@ -9,23 +9,21 @@ import contextlib
 from typing import Any
 
 import procrastinate
-import psycopg
 
 from agentlab_sched.observe import health
 from agentlab_sched.settings import Settings
 from agentlab_sched.worker.middleware import install
+from tests.support.rows import Conn, SyncConn
 
 S = "agentlab_sched"
 
 
-async def reported(conn: psycopg.AsyncConnection) -> list[dict[str, Any]]:
+async def reported(conn: Conn) -> list[dict[str, Any]]:
     cur = await conn.execute(f"SELECT name, kind, queues, procrastinate_worker_id FROM {S}.workers")
     return list(await cur.fetchall())
 
 
-async def test_a_plain_worker_leaving_out_the_tick_queue_is_named_with_the_queue(
-    db_url: str, conn: psycopg.AsyncConnection
-) -> None:
+async def test_a_plain_worker_leaving_out_the_tick_queue_is_named_with_the_queue(db_url: str, conn: Conn) -> None:
     await conn.execute(f"SELECT {S}.schedule('daily', '0 9 * * *', 'demo.echo')")
     app = install(procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=db_url)))
     async with app.open_async():
@@ -56,7 +54,7 @@ async def test_a_plain_worker_leaving_out_the_tick_queue_is_named_with_the_queue
 
 
 async def test_an_agentlab_sched_worker_that_does_not_fire_and_leaves_out_the_tick_queue_is_named(
-    sync_conn: psycopg.Connection, conn: psycopg.AsyncConnection
+    sync_conn: SyncConn, conn: Conn
 ) -> None:
     sync_conn.execute(f"SELECT {S}.schedule('daily', '0 9 * * *', 'demo.echo')")
     sync_conn.execute(

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import uuid
 
-import psycopg
 from prometheus_client import generate_latest
 
 from agentlab_sched.observe.metrics import Metrics
+from tests.support.rows import SyncConn
 
 S = "agentlab_sched"
 
 
-def test_per_schedule_gauges_process_metrics_and_no_created_series(db_url: str, sync_conn: psycopg.Connection) -> None:
+def test_per_schedule_gauges_process_metrics_and_no_created_series(db_url: str, sync_conn: SyncConn) -> None:
     sync_conn.execute(f"SELECT {S}.schedule('good', '0 9 * * *', 'demo.echo')")
     sync_conn.execute(f"SELECT {S}.schedule('bad', '0 9 * * *', 'demo.echo')")
     good = sync_conn.execute(f"SELECT id FROM {S}.schedules WHERE name = 'good'").fetchone()
@@ -42,7 +42,7 @@ def test_per_schedule_gauges_process_metrics_and_no_created_series(db_url: str, 
     assert 'agentlab_sched_fires_total{reason_code="",status="started"} 1.0' in lines
 
 
-def test_suspended_runs_are_one_series_of_runs_by_status(db_url: str, sync_conn: psycopg.Connection) -> None:
+def test_suspended_runs_are_one_series_of_runs_by_status(db_url: str, sync_conn: SyncConn) -> None:
     """A suspended run is counted once, as ``agentlab_sched_runs{status="suspended"}``: no second metric of
     the same rows, and no metric family defined twice."""
     sync_conn.execute(

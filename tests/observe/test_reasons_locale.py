@@ -3,11 +3,11 @@ their code and parameters: one ledger written by workers in different locales re
 
 from __future__ import annotations
 
-import psycopg
 from typer.testing import CliRunner
 
 from agentlab_sched import database as db
 from agentlab_sched.cli import app
+from tests.support.rows import SyncConn, fetched
 
 S = "agentlab_sched"
 ENV = {"AGENTLAB_SCHED_LOCALE": None, "AGENTLAB_SCHED_DATABASE_URL": None, "AGENTLAB_SCHED_SECRET_KEY": None}
@@ -15,9 +15,9 @@ EN = "the previous run #1a2b3c is still in progress; this fire was skipped"
 ZH = "上一次运行 #1a2b3c 仍在进行中,本次触发已跳过"
 
 
-def _schedule(conn: psycopg.Connection) -> int:
+def _schedule(conn: SyncConn) -> int:
     conn.execute(f"SELECT {S}.register_tasks(ARRAY['demo.echo'])")
-    return conn.execute(f"SELECT {S}.schedule('daily', '0 9 * * *', 'demo.echo')").fetchone()["schedule"]
+    return fetched(conn.execute(f"SELECT {S}.schedule('daily', '0 9 * * *', 'demo.echo')").fetchone())["schedule"]
 
 
 def _reasons(url: str, locale: str) -> list[tuple[str | None, str | None]]:
@@ -37,7 +37,7 @@ def test_a_reason_written_in_one_language_reads_in_the_other(db_url: str) -> Non
     assert _reasons(db_url, "en") == [(EN, ZH)]
     assert _reasons(db_url, "zh-CN") == [(ZH, ZH)]
     with db.connect_sync(db_url, locale="en") as reader:
-        status = reader.execute(f"SELECT last_fire_reason FROM {S}.schedule_status").fetchone()
+        status = fetched(reader.execute(f"SELECT last_fire_reason FROM {S}.schedule_status").fetchone())
         assert status["last_fire_reason"] == EN
     # The CLI reads in its own locale.
     for locale, words in (("en", EN), ("zh-CN", ZH)):
@@ -57,13 +57,13 @@ def test_a_refused_launch_of_bad_inputs_keeps_the_refusal_as_a_code(db_url: str)
                 FROM {S}.schedules s WHERE s.id = %s""",
             (sid,),
         )
-        row = writer.execute(f"SELECT status, reason_code, reason_params FROM {S}.fires").fetchone()
+        row = fetched(writer.execute(f"SELECT status, reason_code, reason_params FROM {S}.fires").fetchone())
     assert (row["status"], row["reason_code"]) == ("failed_to_start", "launch.bad_inputs")
     assert row["reason_params"]["problem"]["msg"] == "inputs.unknown_placeholder"
     [(en, _)] = _reasons(db_url, "en")
     [(zh, _)] = _reasons(db_url, "zh-CN")
-    assert en.startswith("inputs: unknown placeholder {{ schedule.nope }}; known: schedule.date")
-    assert zh.startswith("输入参数:不认识的占位符 {{ schedule.nope }};可用的有:schedule.date")
+    assert en is not None and en.startswith("inputs: unknown placeholder {{ schedule.nope }}; known: schedule.date")
+    assert zh is not None and zh.startswith("输入参数:不认识的占位符 {{ schedule.nope }};可用的有:schedule.date")
 
 
 def test_a_resolver_refusal_reads_as_written_and_rows_without_a_code_keep_their_text(db_url: str) -> None:
@@ -101,7 +101,7 @@ def test_a_pause_reason_the_system_wrote_reads_in_the_readers_language(db_url: s
     zh = "连续失败 1 次后已自动暂停(自 2026-03-01 01:00,UTC);排除原因后请恢复"
     for locale, words in (("en", en), ("zh-CN", zh)):
         with db.connect_sync(db_url, locale=locale) as reader:
-            row = reader.execute(f"SELECT paused_reason FROM {S}.schedule_status").fetchone()
+            row = fetched(reader.execute(f"SELECT paused_reason FROM {S}.schedule_status").fetchone())
             assert row["paused_reason"] == words
         shown = CliRunner(env=ENV).invoke(app, ["--database-url", db_url, "--locale", locale, "schedules", "show",
                                                 "daily"])  # fmt: skip
@@ -109,7 +109,8 @@ def test_a_pause_reason_the_system_wrote_reads_in_the_readers_language(db_url: s
     with db.connect_sync(db_url, locale="en") as person:
         person.execute(f"SELECT {S}.resume('daily')")
         person.execute(f"SELECT {S}.pause('daily', 'holiday')")
-        row = person.execute(f"SELECT paused_reason, paused_reason_code FROM {S}.schedules").fetchone()
-        assert row == {"paused_reason": "holiday", "paused_reason_code": None}
+        person_row = person.execute(f"SELECT paused_reason, paused_reason_code FROM {S}.schedules").fetchone()
+        assert person_row == {"paused_reason": "holiday", "paused_reason_code": None}
     with db.connect_sync(db_url, locale="zh-CN") as reader:
-        assert reader.execute(f"SELECT paused_reason FROM {S}.schedule_status").fetchone()["paused_reason"] == "holiday"
+        shown_reason = fetched(reader.execute(f"SELECT paused_reason FROM {S}.schedule_status").fetchone())
+        assert shown_reason["paused_reason"] == "holiday"

@@ -19,11 +19,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import psycopg
 from typer.testing import CliRunner
 
 from agentlab_sched.cli import app
 from agentlab_sched.observe import events, output
+from tests.support.rows import SyncConn, fetched
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from agentlab_sched.cli import main; main()"]
@@ -108,7 +108,7 @@ def _metric(text: str, name: str, **labels: str) -> float:
     return 0.0
 
 
-def test_json_lines_metrics_and_doctor_from_a_real_worker(db_url: str, sync_conn: psycopg.Connection) -> None:
+def test_json_lines_metrics_and_doctor_from_a_real_worker(db_url: str, sync_conn: SyncConn) -> None:
     sync_conn.execute("SELECT agentlab_sched.schedule('every-second', '* * * * * *', 'demo.echo')")
     sync_conn.execute("SELECT agentlab_sched.schedule('refused', '* * * * * *', 'reports.weekly')")
     worker = Worker(db_url, "--log-format", "json", "--metrics-port", "0", "--concurrency", "4")
@@ -159,10 +159,10 @@ def test_json_lines_metrics_and_doctor_from_a_real_worker(db_url: str, sync_conn
     assert code == 0
     assert any(_json(line).get("event") == "stopped" for line in worker.seen)
     # Stopped cleanly: it is no longer counted.
-    assert sync_conn.execute("SELECT count(*) AS n FROM agentlab_sched.workers").fetchone()["n"] == 0
+    assert fetched(sync_conn.execute("SELECT count(*) AS n FROM agentlab_sched.workers").fetchone())["n"] == 0
 
 
-def test_lines_in_chinese_and_quiet(db_url: str, sync_conn: psycopg.Connection) -> None:
+def test_lines_in_chinese_and_quiet(db_url: str, sync_conn: SyncConn) -> None:
     sync_conn.execute("SELECT agentlab_sched.schedule('每秒', '* * * * * *', 'demo.echo')")
     worker = Worker(db_url, locale="zh-CN")
     try:

@@ -17,10 +17,8 @@ from agentlab_sched.firing.tick import fire_due
 from agentlab_sched.runs import lifecycle
 from agentlab_sched.runs.context import RunContext
 from tests.support.firing_helpers import EN, NINE, ZH, fires, job, make_schedule, runs_of, set_job_status
+from tests.support.rows import Conn, fetched
 from tests.support.runs import approvals_of, ask, in_locale, launch, launch_outcome, run_row, schedule_row
-
-Conn = psycopg.AsyncConnection[Any]
-
 
 # --------------------------------------------------------------------------------------------------
 # Helpers: what a worker and its middleware would do
@@ -31,14 +29,14 @@ async def snapshot(conn: Conn, rid: Any) -> tuple[Any, ...]:
     """Everything a refused request must leave as it was."""
     run = await run_row(conn, rid)
     cur = await conn.execute("SELECT count(*) AS n FROM procrastinate_jobs")
-    return run, await approvals_of(conn, rid), (await cur.fetchone())["n"]
+    return run, await approvals_of(conn, rid), fetched(await cur.fetchone())["n"]
 
 
 async def add_worker(conn: Conn, heartbeat: Any) -> int:
     cur = await conn.execute(
         "INSERT INTO procrastinate_workers (last_heartbeat) VALUES (%s) RETURNING id", (heartbeat,)
     )
-    return (await cur.fetchone())["id"]
+    return fetched(await cur.fetchone())["id"]
 
 
 async def start_on(conn: Conn, job_id: int, worker_id: int | None) -> None:
@@ -97,8 +95,9 @@ async def test_approval_pauses_the_run_blocks_overlap_and_continues_in_segment_t
     # Approved (Python API): a new job for the same run; the run still waits until it starts. The decision
     # records the database role and the database clock; "alice" is the label the caller gave.
     cur = await conn.execute("SELECT session_user AS role, now() AS at")
-    me = await cur.fetchone()
+    me = fetched(await cur.fetchone())
     approved = await lifecycle.approve(conn, f"#{short}", "alice", "looks right", segment=1)
+    assert approved.job_id is not None
     assert (approved.status, approved.segment, approved.waiting_for) == ("awaiting_approval", 1, None)
     assert approved.job_id != first_job
     [decision] = await approvals_of(conn, run["id"])
@@ -140,7 +139,7 @@ async def test_approval_pauses_the_run_blocks_overlap_and_continues_in_segment_t
     resumed = await run_row(conn, run["id"])
     assert (resumed["status"], resumed["segment"]) == ("running", 2)
     cur = await conn.execute("SELECT agentlab_sched.run_context(%s) AS c", (approved.job_id,))
-    ctx = RunContext.from_data((await cur.fetchone())["c"])
+    ctx = RunContext.from_data(fetched(await cur.fetchone())["c"])
     assert (ctx.run_id, ctx.segment, ctx.state, ctx.schedule, ctx.kind, ctx.fire_at) == (
         run["id"],
         2,
@@ -179,6 +178,7 @@ async def test_a_second_approval_point_and_a_stale_segment(conn: Conn) -> None:
     await set_job_status(conn, run["job_id"], "doing")
     await ask(conn, run, "step 1", {"n": 1})
     first = await lifecycle.approve(conn, run["id"], "alice")
+    assert first.job_id is not None
     await set_job_status(conn, first.job_id, "doing")
     run = await run_row(conn, run["id"])
     assert await ask(conn, run, "step 2", {"n": 2}) == 2
@@ -201,6 +201,7 @@ async def test_a_second_approval_point_and_a_stale_segment(conn: Conn) -> None:
     await in_locale(conn, "en")
     # The right segment: approved, a third segment follows.
     approved = await lifecycle.approve(conn, run["id"], "bob", segment=2)
+    assert approved.job_id is not None
     await set_job_status(conn, approved.job_id, "doing")
     assert (await run_row(conn, run["id"]))["segment"] == 3
     assert [(a["segment"], a["title"], a["status"]) for a in await approvals_of(conn, run["id"])] == [
@@ -216,7 +217,7 @@ async def test_reject_cancels_the_run_and_says_who_and_why(conn: Conn) -> None:
     await ask(conn, run, "Publish?", None)
     await set_job_status(conn, run["job_id"], "succeeded")
     cur = await conn.execute("SELECT session_user AS role, now() AS at")
-    me = await cur.fetchone()
+    me = fetched(await cur.fetchone())
     rejected = await lifecycle.reject(conn, run["id"], "bob", "not this week")
     assert (rejected.status, rejected.error, rejected.error_code, rejected.cancelled_by) == (
         "cancelled",
@@ -493,7 +494,7 @@ async def test_a_timeout_aborts_then_reports_a_task_that_ignores_it(conn: Conn) 
         "SELECT agentlab_sched.finish_after_abort(%s, %s, %s, interval '10 seconds') AS reason",
         (run["id"], run["job_id"], deadline + timedelta(seconds=40)),
     )
-    assert (await cur.fetchone())["reason"] == "timeout"
+    assert fetched(await cur.fetchone())["reason"] == "timeout"
     await set_job_status(conn, run["job_id"], "aborted")
     ended = await run_row(conn, run["id"])
     assert (ended["status"], ended["error_code"], ended["result"]) == ("timed_out", "run.timed_out_late", None)
@@ -516,7 +517,7 @@ async def test_an_async_task_aborted_for_its_timeout_ends_timed_out_in_both_loca
         await set_job_status(conn, run["job_id"], "doing")
         deadline = (await run_row(conn, run["id"]))["deadline_at"]
         cur = await conn.execute("SELECT agentlab_sched.time_out_run(%s, %s) AS done", (run["id"], deadline))
-        assert (await cur.fetchone())["done"] == "aborted"
+        assert fetched(await cur.fetchone())["done"] == "aborted"
         await set_job_status(conn, run["job_id"], "aborted")  # the async task was cancelled at once
         ended = await run_row(conn, run["id"])
         assert (ended["status"], ended["error"]) == ("timed_out", expected)
@@ -618,7 +619,7 @@ async def test_persistent_runs_share_a_session_key_until_the_host_resets_it(conn
 
     # From inside a run (context.renew_session() calls this): the schedule and the run both move on.
     cur = await conn.execute("SELECT agentlab_sched.renew_session(%s) AS k", (third["id"],))
-    inside = (await cur.fetchone())["k"]
+    inside = fetched(await cur.fetchone())["k"]
     assert inside not in (key, renewed)
     assert (await run_row(conn, third["id"]))["session_key"] == inside
     assert (await schedule_row(conn, sid))["session_key"] == inside
@@ -655,6 +656,7 @@ async def test_prune_drops_whole_partitions_past_retention_but_never_live_work(c
             await ask(conn, run, "ok?", None)
             await set_job_status(conn, run["job_id"], "succeeded")
             approved = await lifecycle.approve(conn, run["id"], "alice")
+            assert approved.job_id is not None
             await set_job_status(conn, approved.job_id, "doing")
             run = await run_row(conn, run["id"])
         await set_job_status(conn, run["job_id"], "succeeded")
@@ -685,9 +687,9 @@ async def test_prune_drops_whole_partitions_past_retention_but_never_live_work(c
     report = await lifecycle.prune(conn, timedelta(days=30), now=NINE)
     assert report == lifecycle.PruneReport(fires=0, runs=0, jobs=4, requests=0, partitions=0)
     cur = await conn.execute("SELECT count(*) AS n FROM agentlab_sched.runs")
-    assert (await cur.fetchone())["n"] == 4
+    assert fetched(await cur.fetchone())["n"] == 4
     cur = await conn.execute("SELECT count(*) AS n FROM procrastinate_jobs WHERE id = ANY(%s)", (list(jobs_before),))
-    assert (await cur.fetchone())["n"] == 0
+    assert fetched(await cur.fetchone())["n"] == 0
     # Once it has ended (its job's end an event of the same old day), the day goes: fires, runs, approvals.
     await set_job_status(conn, running["job_id"], "succeeded")
     await conn.execute("UPDATE procrastinate_events SET at = least(at, %s)", (NINE - timedelta(days=40),))
@@ -695,18 +697,18 @@ async def test_prune_drops_whole_partitions_past_retention_but_never_live_work(c
     assert report == lifecycle.PruneReport(fires=4, runs=4, jobs=1, requests=0, partitions=2)
     for table in ("runs", "fires", "approvals"):
         cur = await conn.execute(f"SELECT count(*) AS n FROM agentlab_sched.{table}")
-        assert (await cur.fetchone())["n"] == 0, table
+        assert fetched(await cur.fetchone())["n"] == 0, table
     # Again: nothing more to do.
     assert await lifecycle.prune(conn, timedelta(days=30), now=NINE) == lifecycle.PruneReport(0, 0, 0, 0, 0)
 
 
 async def test_housekeeping_runs_every_check_and_prunes_with_a_retention(conn: Conn) -> None:
     cur = await conn.execute("SELECT agentlab_sched.housekeeping(prune_due => false) AS done")
-    assert (await cur.fetchone())["done"] == {"pruned_ticks": 0, "suspended": 0, "timeouts": 0, "tallied": 0}
+    assert fetched(await cur.fetchone())["done"] == {"pruned_ticks": 0, "suspended": 0, "timeouts": 0, "tallied": 0}
     cur = await conn.execute(
         "SELECT agentlab_sched.housekeeping(now(), interval '30 seconds', interval '30 days') AS done"
     )
-    assert (await cur.fetchone())["done"] == {
+    assert fetched(await cur.fetchone())["done"] == {
         "pruned_ticks": 0,
         "suspended": 0,
         "timeouts": 0,
@@ -717,7 +719,7 @@ async def test_housekeeping_runs_every_check_and_prunes_with_a_retention(conn: C
     # The database's own retention serves when the caller gives none.
     await conn.execute("SELECT agentlab_sched.set_retention(interval '30 days')")
     cur = await conn.execute("SELECT agentlab_sched.housekeeping() -> 'pruned' AS p")
-    assert (await cur.fetchone())["p"] == {"fires": 0, "runs": 0, "jobs": 0, "requests": 0, "partitions": 0}
+    assert fetched(await cur.fetchone())["p"] == {"fires": 0, "runs": 0, "jobs": 0, "requests": 0, "partitions": 0}
     with pytest.raises(psycopg.errors.InvalidParameterValue):
         await conn.execute("SELECT agentlab_sched.set_retention(interval '5 seconds')")
 
@@ -811,9 +813,11 @@ async def test_lifecycle_notifies_each_approval_point_once_and_a_suspension_once
     await set_job_status(conn, asking["job_id"], "doing")
     await ask(conn, asking, "step 1", None)
     approved = await lifecycle.approve(conn, asking["id"], "alice")  # waiting until it starts: no event
+    assert approved.job_id is not None
     await set_job_status(conn, approved.job_id, "doing")
     await ask(conn, await run_row(conn, asking["id"]), "step 2", None)
     approved = await lifecycle.approve(conn, asking["id"], "alice")
+    assert approved.job_id is not None
     await set_job_status(conn, approved.job_id, "doing")
     await set_job_status(conn, approved.job_id, "succeeded")
 

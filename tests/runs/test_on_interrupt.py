@@ -9,7 +9,6 @@ import asyncio
 from typing import Any
 
 import procrastinate
-import psycopg
 import pytest
 from procrastinate import jobs as pjobs
 
@@ -24,10 +23,10 @@ from agentlab_sched.settings import Settings
 from agentlab_sched.worker.blueprint import make_blueprint
 from tests.support.cli import cli, out
 from tests.support.firing_helpers import job, make_schedule
+from tests.support.rows import Conn
 from tests.support.runs import launch, launch_outcome, run_row
 from tests.support.workers import bare_app, fetch, opened, run_in, slow_the_first_time, wait_for, worker
 
-Conn = psycopg.AsyncConnection[Any]
 MOST = LIMITS["interrupt_retries"]
 
 

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
 
-import psycopg
 import pytest
 
 from tests.support.firing_helpers import make_schedule
+from tests.support.rows import Conn, fetched
 from tests.support.runs import launch
 from tests.support.security_helpers import Roles
 
-Conn = psycopg.AsyncConnection[Any]
 LONG_AGO = datetime(1999, 1, 1, tzinfo=UTC)
 
 
@@ -34,12 +32,12 @@ async def test_a_cancel_records_the_login_and_the_database_clock(conn: Conn, rol
     run = await launch(conn, sid)
     with roles.connect(admin) as c:
         c.execute("SELECT agentlab_sched.cancel_run(%s, by => 'alice', now => %s)", (run["id"], LONG_AGO))
-        clock = c.execute("SELECT clock_timestamp()").fetchone()[0]
+        clock = fetched(c.execute("SELECT clock_timestamp()").fetchone())[0]
     cur = await conn.execute(
         "SELECT cancelled_by, acted_by_login, acted_at, finished_at FROM agentlab_sched.runs WHERE id = %s",
         (run["id"],),
     )
-    row = await cur.fetchone()
+    row = fetched(await cur.fetchone())
     assert (row["cancelled_by"], row["acted_by_login"]) == ("alice", admin)
     assert abs((clock - row["acted_at"]).total_seconds()) < 60  # the database's clock, not the caller's
     assert row["finished_at"] == LONG_AGO  # what the caller said stays what it said
@@ -55,7 +53,7 @@ async def test_resume_and_abandon_record_the_login_too(conn: Conn, roles: Roles)
         c.execute("SELECT agentlab_sched.resume_run(%s, by => 'eve', now => %s)", (first["id"], LONG_AGO))
     await conn.execute("UPDATE agentlab_sched.runs SET status = 'suspended' WHERE id = %s", (first["id"],))
     cur = await conn.execute("SELECT acted_by_login FROM agentlab_sched.runs WHERE id = %s", (first["id"],))
-    assert (await cur.fetchone())["acted_by_login"] == admin
+    assert fetched(await cur.fetchone())["acted_by_login"] == admin
     second = await launch(conn, sid)
     await conn.execute("UPDATE agentlab_sched.runs SET status = 'suspended' WHERE id = %s", (second["id"],))
     with roles.connect(admin) as c:

@@ -24,10 +24,9 @@ from agentlab_sched import messages
 from agentlab_sched.runs import lifecycle
 from agentlab_sched.runs.context import current_run
 from tests.support.firing_helpers import job, make_schedule
+from tests.support.rows import Conn, fetched
 from tests.support.runs import in_locale, launch, run_row, schedule_row
 from tests.support.workers import QUIET, bare_app, fetch, opened, run_in, wait_for, worker
-
-Conn = psycopg.AsyncConnection[Any]
 
 
 async def drain(app: procrastinate.App, **options: Any) -> None:
@@ -271,8 +270,9 @@ async def test_a_run_retried_counts_once_and_a_success_on_retry_resets(db_url: s
         a = await launch(conn, sid)
         await fail_once(a["job_id"], wid)
         assert (await schedule_row(conn, sid))["consecutive_failures"] == 1
+        # retry_at=None: NULL, at once, which Procrastinate's SQL takes though its signature says datetime.
         for _ in range(2):  # retried by hand (the procrastinate shell's retry) and failing again
-            await app.job_manager.retry_job_by_id_async(a["job_id"], retry_at=None)
+            await app.job_manager.retry_job_by_id_async(a["job_id"], retry_at=None)  # type: ignore[arg-type]
             assert (await run_row(conn, a["id"]))["status"] == "queued"
             await fail_once(a["job_id"], wid)
         assert (await schedule_row(conn, sid))["consecutive_failures"] == 1
@@ -280,11 +280,11 @@ async def test_a_run_retried_counts_once_and_a_success_on_retry_resets(db_url: s
         await fail_once(b["job_id"], wid)
         assert (await schedule_row(conn, sid))["consecutive_failures"] == 2
         # a succeeds on its retry: the count is reset; failing again afterwards counts again.
-        await app.job_manager.retry_job_by_id_async(a["job_id"], retry_at=None)
+        await app.job_manager.retry_job_by_id_async(a["job_id"], retry_at=None)  # type: ignore[arg-type]
         running = await fetch(app, wid)
         await app.job_manager.finish_job(running, pjobs.Status.SUCCEEDED, delete_job=False)
         assert (await schedule_row(conn, sid))["consecutive_failures"] == 0
-        await app.job_manager.retry_job_by_id_async(b["job_id"], retry_at=None)
+        await app.job_manager.retry_job_by_id_async(b["job_id"], retry_at=None)  # type: ignore[arg-type]
         await fail_once(b["job_id"], wid)
         assert (await schedule_row(conn, sid))["consecutive_failures"] == 1
 
@@ -416,7 +416,7 @@ async def test_finishing_a_job_never_waits_on_a_locked_schedules_table(db_url: s
     ]  # fmt: skip
     assert (await schedule_row(conn, sid))["consecutive_failures"] == 0  # not counted yet
     cur = await conn.execute("SELECT agentlab_sched.housekeeping() AS done")
-    assert (await cur.fetchone())["done"]["tallied"] == 3
+    assert fetched(await cur.fetchone())["done"]["tallied"] == 3
     # In order: failed, succeeded (reset), failed.
     assert (await schedule_row(conn, sid))["consecutive_failures"] == 1
     assert [(await run_row(conn, r["id"]))["tally_pending"] for r in runs] == [None, None, None]
@@ -448,7 +448,7 @@ async def test_a_backlog_behind_a_held_schedule_says_so(db_url: str, conn: Conn)
     from agentlab_sched.firing.tick import fire_due
     from tests.support.firing_helpers import EN, fires
 
-    start = (await (await conn.execute("SELECT date_trunc('second', now()) AS t")).fetchone())["t"]
+    start = fetched(await (await conn.execute("SELECT date_trunc('second', now()) AS t")).fetchone())["t"]
     held = await make_schedule(conn, "held", cron="* * * * * *", timezone="UTC", next_run_at=start)
     free = await make_schedule(conn, "free", cron="* * * * * *", timezone="UTC", next_run_at=start, overlap="allow_all")
     async with await psycopg.AsyncConnection.connect(db_url) as holder:

@@ -22,11 +22,11 @@ from agentlab_sched.schedules import admin
 from agentlab_sched.tasks import sql as sql_task
 from agentlab_sched.tasks.sql import SQL_TASK, SqlTaskError, run_sql
 from tests.support.cli import ok, refused
+from tests.support.rows import Conn, SyncConn, fetched
 from tests.support.runs import launch
 from tests.support.security_helpers import Roles
 from tests.support.workers import run_in, wait_for, worker
 
-Conn = psycopg.AsyncConnection[Any]
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 
 
@@ -72,8 +72,8 @@ def reporting(module_roles: Roles, pg_server: str, other_db: str) -> str:
     return name
 
 
-def test_the_task_name_is_the_same_in_python_and_sql(sync_conn: psycopg.Connection) -> None:
-    assert sync_conn.execute("SELECT agentlab_sched.sql_task_name() AS n").fetchone()["n"] == SQL_TASK
+def test_the_task_name_is_the_same_in_python_and_sql(sync_conn: SyncConn) -> None:
+    assert fetched(sync_conn.execute("SELECT agentlab_sched.sql_task_name() AS n").fetchone())["n"] == SQL_TASK
     assert SQL_TASK in make_app("postgresql:///unused").tasks
 
 
@@ -94,7 +94,7 @@ async def test_schedule_sql_makes_a_schedule_of_the_sql_task(conn: Conn, other_d
         " statement_timeout => '5 minutes', enabled => false) AS id",
         (reporting,),
     )
-    assert (await cur.fetchone())["id"] == s.id
+    assert fetched(await cur.fetchone())["id"] == s.id
     again = await admin.get(conn, "purge")
     here = conninfo.conninfo_to_dict(conn.info.dsn)["dbname"]
     assert (again.cron, again.enabled, again.inputs["database"], again.inputs["statement_timeout"]) == (
@@ -205,8 +205,8 @@ def test_who_may_create_or_change_a_sql_schedule(db_url: str, roles: Roles, othe
             )
         c.execute("SELECT agentlab_sched.trigger('nightly', even_if_paused => true)")  # its own inputs: fine
         c.execute("SELECT agentlab_sched.schedule('plain', '0 3 * * *', 'demo.echo')")  # other tasks: fine
-    with psycopg.connect(db_url, row_factory=psycopg.rows.dict_row) as c:
-        row = c.execute("SELECT cron, inputs ->> 'command' AS command FROM agentlab_sched.schedules"
+    with psycopg.connect(db_url, row_factory=psycopg.rows.dict_row) as as_dicts:
+        row = as_dicts.execute("SELECT cron, inputs ->> 'command' AS command FROM agentlab_sched.schedules"
                         " WHERE name = 'nightly'").fetchone()  # fmt: skip
     assert row == {"cron": "0 4 * * *", "command": "SELECT 1"}
 
@@ -287,9 +287,11 @@ async def test_a_worker_runs_the_command_in_the_database_as_the_role(
     assert result["notices"] == [{"severity": "NOTICE", "message": "purging 2 rows"}]
     assert isinstance(result["duration_ms"], int)
     with psycopg.connect(conninfo.make_conninfo(db_url, dbname=other_db)) as c:
-        owner, count = c.execute(
-            "SELECT tableowner, (SELECT count(*) FROM purged) FROM pg_tables WHERE tablename = 'purged'"
-        ).fetchone()
+        owner, count = fetched(
+            c.execute(
+                "SELECT tableowner, (SELECT count(*) FROM purged) FROM pg_tables WHERE tablename = 'purged'"
+            ).fetchone()
+        )
     assert (owner, count) == (reporting, 3)  # made as the role, in the other database
 
 

@@ -23,6 +23,7 @@ import uvicorn
 from agentlab_sched.settings import Settings
 from agentlab_sched.web import WebConfig, create_app
 from agentlab_sched.web.server import address, bind
+from tests.support.web import Web
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -72,7 +73,7 @@ class Site:
 
 
 @pytest.fixture
-def site(web: Any) -> Iterator[Site]:
+def site(web: Web) -> Iterator[Site]:
     served = Site(WebConfig(database_url=web.db_url, settings=Settings.from_env()))
     try:
         yield served
@@ -97,8 +98,13 @@ def sign_in(
     site.contexts.append(context)
     page = context.new_page()
     dialogs: list[str] = []
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    page.dialogs = dialogs  # type: ignore[attr-defined]
+
+    def on_dialog(dialog: Any) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    page.dialogs = dialogs
     page.goto(site.url + "/schedules")
     page.fill("input[name=username]", who)
     page.fill("input[name=password]", password)
@@ -108,7 +114,7 @@ def sign_in(
 
 
 def test_admin_pauses_a_filtered_set_and_reader_finds_no_action(
-    browser: Any, site: Site, web: Any, shots: Path
+    browser: Any, site: Site, web: Web, shots: Path
 ) -> None:
     web.schedule("daily-report", cron="0 9 * * 1", timezone="Asia/Shanghai")
     for name in ("etl-orders", "etl-stock"):
@@ -135,7 +141,7 @@ def test_admin_pauses_a_filtered_set_and_reader_finds_no_action(
     assert "warehouse migration" in reader.content()
 
 
-def test_trigger_only_role_runs_now_without_javascript(browser: Any, site: Site, web: Any) -> None:
+def test_trigger_only_role_runs_now_without_javascript(browser: Any, site: Site, web: Web) -> None:
     web.schedule("report")
     page = sign_in(browser, site, web.oncall, "agentlab-test", javascript=False)
     page.goto(site.url + "/schedules/report")
@@ -145,7 +151,7 @@ def test_trigger_only_role_runs_now_without_javascript(browser: Any, site: Site,
 
 
 def test_edit_preview_moves_as_you_type_and_a_bad_value_names_the_field(
-    browser: Any, site: Site, web: Any, shots: Path
+    browser: Any, site: Site, web: Web, shots: Path
 ) -> None:
     web.schedule("report", cron="0 9 * * *", timezone="Asia/Shanghai")
     page = sign_in(browser, site, web.admin, "agentlab-test")
@@ -164,7 +170,7 @@ def test_edit_preview_moves_as_you_type_and_a_bad_value_names_the_field(
     page.screenshot(path=str(shots / "edit-refused.png"), full_page=True)
 
 
-def test_a_new_fire_appears_without_reloading(browser: Any, site: Site, web: Any) -> None:
+def test_a_new_fire_appears_without_reloading(browser: Any, site: Site, web: Web) -> None:
     web.schedule("report", overlap="allow_all")
     page = sign_in(browser, site, web.admin, "agentlab-test")
     page.goto(site.url + "/schedules/report")
@@ -188,7 +194,7 @@ def test_a_new_fire_appears_without_reloading(browser: Any, site: Site, web: Any
     assert live == (1,)
 
 
-def test_approve_in_the_browser_and_the_zh_cn_page(browser: Any, site: Site, web: Any, shots: Path) -> None:
+def test_approve_in_the_browser_and_the_zh_cn_page(browser: Any, site: Site, web: Web, shots: Path) -> None:
     web.schedule("weekly-report", task="demo.ask")
     run_id = web.awaiting("weekly-report", "Send the weekly report?")
     page = sign_in(browser, site, web.admin, "agentlab-test", locale="zh-CN")
@@ -206,7 +212,7 @@ def test_approve_in_the_browser_and_the_zh_cn_page(browser: Any, site: Site, web
     assert row == ("approved", web.admin)
 
 
-def test_hostile_names_stay_text_and_a_foreign_post_is_refused(browser: Any, site: Site, web: Any) -> None:
+def test_hostile_names_stay_text_and_a_foreign_post_is_refused(browser: Any, site: Site, web: Web) -> None:
     web.schedule("<img src=x onerror=alert(1)>")
     web.schedule("[x](javascript:alert(1))")
     page = sign_in(browser, site, web.admin, "agentlab-test")
@@ -227,7 +233,7 @@ def test_hostile_names_stay_text_and_a_foreign_post_is_refused(browser: Any, sit
 
 
 @pytest.fixture
-def worker(web: Any) -> Iterator[subprocess.Popen[bytes]]:
+def worker(web: Web) -> Iterator[subprocess.Popen[bytes]]:
     """A real `agentlab-sched worker` (the demo app) on the test's database."""
     env = {**os.environ, "AGENTLAB_SCHED_DATABASE_URL": web.db_url, "AGENTLAB_SCHED_LOCALE": "en"}
     proc = subprocess.Popen(
@@ -246,7 +252,7 @@ def worker(web: Any) -> Iterator[subprocess.Popen[bytes]]:
 
 
 def test_run_now_then_approve_and_see_it_finish_with_a_real_worker(
-    browser: Any, site: Site, web: Any, worker: subprocess.Popen[bytes]
+    browser: Any, site: Site, web: Web, worker: subprocess.Popen[bytes]
 ) -> None:
     web.schedule("ask-me", task="demo.ask")
     page = sign_in(browser, site, web.admin, "agentlab-test")

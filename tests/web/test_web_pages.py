@@ -13,6 +13,7 @@ from cryptography.fernet import Fernet
 from agentlab_sched import database as db
 from agentlab_sched.notify.webhooks import set_webhook
 from agentlab_sched.settings import Settings
+from tests.support.web import Web
 
 XSS = "<img src=x onerror=alert(1)>"
 LINK = "[x](javascript:alert(1))"
@@ -24,7 +25,7 @@ def buttons(html: str) -> set[str]:
     return set(re.findall(r'<button type="submit" name="action" value="([a-z-]+)"', html))
 
 
-def test_healthz_and_login_page(web) -> None:
+def test_healthz_and_login_page(web: Web) -> None:
     client = web.client()
     assert client.get("/healthz").text == "ok\n"
     page = client.get("/login")
@@ -36,7 +37,7 @@ def test_healthz_and_login_page(web) -> None:
     assert client.get("/schedules").headers["location"] == "/login?next=%2Fschedules"
 
 
-def test_headers_and_cookie(web) -> None:
+def test_headers_and_cookie(web: Web) -> None:
     client = web.client()
     page = client.get("/login")
     csp = page.headers["content-security-policy"]
@@ -48,7 +49,7 @@ def test_headers_and_cookie(web) -> None:
     assert "<script>" not in client.get("/schedules").text  # no inline script
 
 
-def test_admin_sees_every_action_and_acts_as_itself(web) -> None:
+def test_admin_sees_every_action_and_acts_as_itself(web: Web) -> None:
     web.schedule("report")
     client = web.signed_in(web.admin)
     page = client.get("/schedules/report")
@@ -69,7 +70,7 @@ def test_admin_sees_every_action_and_acts_as_itself(web) -> None:
     assert 'data-schedule="report"' in listing and "maintenance window" in listing
 
 
-def test_reader_sees_no_button_and_a_post_is_refused_by_the_database(web) -> None:
+def test_reader_sees_no_button_and_a_post_is_refused_by_the_database(web: Web) -> None:
     web.schedule("report")
     client = web.signed_in(web.reader)
     page = client.get("/schedules/report")
@@ -84,7 +85,7 @@ def test_reader_sees_no_button_and_a_post_is_refused_by_the_database(web) -> Non
         assert conn.execute("SELECT enabled FROM agentlab_sched.schedules WHERE name = 'report'").fetchone() == (True,)
 
 
-def test_trigger_only_role_gets_run_now_and_nothing_else(web) -> None:
+def test_trigger_only_role_gets_run_now_and_nothing_else(web: Web) -> None:
     web.schedule("report")
     client = web.signed_in(web.oncall)
     page = client.get("/schedules/report")
@@ -98,7 +99,7 @@ def test_trigger_only_role_gets_run_now_and_nothing_else(web) -> None:
     assert row is not None and web.oncall in row[0]
 
 
-def test_a_post_without_the_token_or_from_another_origin_is_refused(web) -> None:
+def test_a_post_without_the_token_or_from_another_origin_is_refused(web: Web) -> None:
     web.schedule("report")
     client = web.signed_in(web.admin)
     assert client.post("/schedules/report", data={"action": "pause"}).status_code == 403
@@ -118,7 +119,7 @@ def test_a_post_without_the_token_or_from_another_origin_is_refused(web) -> None
 
 
 @pytest.mark.parametrize("name", [XSS, LINK])
-def test_attacker_text_stays_text(web, name: str) -> None:
+def test_attacker_text_stays_text(web: Web, name: str) -> None:
     web.schedule(name)
     client = web.signed_in(web.admin)
     listing = client.get("/schedules").text
@@ -132,7 +133,7 @@ def test_attacker_text_stays_text(web, name: str) -> None:
     assert XSS not in response.text
 
 
-def test_wrong_password_is_refused_when_the_server_checks_passwords(web) -> None:
+def test_wrong_password_is_refused_when_the_server_checks_passwords(web: Web) -> None:
     client = web.client()
     response = web.sign_in(client, web.admin, password="wrong")
     if response.status_code == 303:
@@ -141,7 +142,7 @@ def test_wrong_password_is_refused_when_the_server_checks_passwords(web) -> None
     assert "password authentication failed" in response.text
 
 
-def test_zh_cn_pages_carry_no_english_label(web) -> None:
+def test_zh_cn_pages_carry_no_english_label(web: Web) -> None:
     web.schedule("report", cron="0 9 * * 1", timezone="Asia/Shanghai")
     client = web.signed_in(web.admin)
     for path in ("/schedules?lang=zh-CN", "/schedules/report", "/runs", "/health", "/load"):
@@ -155,13 +156,13 @@ def test_zh_cn_pages_carry_no_english_label(web) -> None:
     assert "每周一 09:00（上海时间）" in client.get("/schedules").text
 
 
-def test_accept_language_chooses_the_language(web) -> None:
+def test_accept_language_chooses_the_language(web: Web) -> None:
     client = web.client()
     page = client.get("/login", headers={"accept-language": "zh-CN,zh;q=0.9,en;q=0.5"})
     assert '<html lang="zh-CN">' in page.text and "登录" in page.text
 
 
-def test_read_only_hides_and_refuses_every_action(web) -> None:
+def test_read_only_hides_and_refuses_every_action(web: Web) -> None:
     web.schedule("report")
     client = web.signed_in(web.admin, read_only=True)
     page = client.get("/schedules/report")
@@ -171,7 +172,7 @@ def test_read_only_hides_and_refuses_every_action(web) -> None:
     assert "read-only" in response.text
 
 
-def test_edit_refusal_names_the_field_and_a_good_edit_saves(web) -> None:
+def test_edit_refusal_names_the_field_and_a_good_edit_saves(web: Web) -> None:
     web.schedule("report")
     client = web.signed_in(web.admin)
     response = web.post(client, "/schedules/report", action="edit", cron="0 25 * * *", timezone="UTC", version="1")
@@ -190,7 +191,7 @@ def test_edit_refusal_names_the_field_and_a_good_edit_saves(web) -> None:
     assert bad == {"ok": False, "field": "cron", "error": bad["error"]} and "minute" in bad["error"]
 
 
-def test_backfill_shows_the_count_before_it_runs(web) -> None:
+def test_backfill_shows_the_count_before_it_runs(web: Web) -> None:
     web.schedule("report", cron="0 * * * *")
     client = web.signed_in(web.admin)
     response = web.post(
@@ -209,7 +210,7 @@ def test_backfill_shows_the_count_before_it_runs(web) -> None:
         assert conn.execute("SELECT count(*) FROM agentlab_sched.fires WHERE kind = 'backfill'").fetchone() == (6,)
 
 
-def test_bulk_pause_of_a_filtered_set_confirms_the_count(web) -> None:
+def test_bulk_pause_of_a_filtered_set_confirms_the_count(web: Web) -> None:
     for name in ("etl-a", "etl-b", "other"):
         web.schedule(name)
     client = web.signed_in(web.admin)
@@ -227,7 +228,7 @@ def test_bulk_pause_of_a_filtered_set_confirms_the_count(web) -> None:
     assert rows == [("etl-a", False, "migration"), ("etl-b", False, "migration"), ("other", True, None)]
 
 
-def test_schedules_list_pages_by_keyset_and_keeps_filters_in_the_url(web) -> None:
+def test_schedules_list_pages_by_keyset_and_keeps_filters_in_the_url(web: Web) -> None:
     with web.owner() as conn:
         for i in range(55):
             conn.execute("SELECT agentlab_sched.schedule(%s, '0 9 * * *', 'demo.echo')", (f"s{i:03d}",))
@@ -240,7 +241,7 @@ def test_schedules_list_pages_by_keyset_and_keeps_filters_in_the_url(web) -> Non
     assert re.findall(r'data-schedule="([^"]+)"', second) == [f"s{i:03d}" for i in range(50, 55)]
 
 
-def test_health_load_runs_and_local_mode(web) -> None:
+def test_health_load_runs_and_local_mode(web: Web) -> None:
     web.schedule("report", cron="*/5 * * * *")
     client = web.client(local=True)
     page = client.get("/schedules")
@@ -253,7 +254,7 @@ def test_health_load_runs_and_local_mode(web) -> None:
     assert client.get("/runs/00000000").status_code == 404
 
 
-def test_base_path_prefixes_every_link_and_the_cookie(web) -> None:
+def test_base_path_prefixes_every_link_and_the_cookie(web: Web) -> None:
     web.schedule("report")
     client = web.client(base_path="/ops")
     assert client.get("/schedules").status_code == 404
@@ -268,14 +269,14 @@ def test_base_path_prefixes_every_link_and_the_cookie(web) -> None:
     assert client.get("/ops/healthz").text == "ok\n"
 
 
-def test_sign_out_closes_the_session(web) -> None:
+def test_sign_out_closes_the_session(web: Web) -> None:
     client = web.signed_in(web.admin)
     assert client.get("/schedules").status_code == 200
     assert client.get("/logout").status_code == 303
     assert client.get("/schedules").status_code == 303  # back to /login
 
 
-def test_delete_and_run_now_as_admin(web) -> None:
+def test_delete_and_run_now_as_admin(web: Web) -> None:
     web.schedule("report")
     web.schedule("old")
     client = web.signed_in(web.admin)
@@ -291,7 +292,7 @@ def test_delete_and_run_now_as_admin(web) -> None:
     assert client.get("/schedules/old").status_code == 404
 
 
-def test_a_stale_edit_is_refused_with_the_database_words(web) -> None:
+def test_a_stale_edit_is_refused_with_the_database_words(web: Web) -> None:
     web.schedule("report")
     client = web.signed_in(web.admin)
     response = web.post(client, "/schedules/report", action="edit", cron="30 9 * * *", version="7")
@@ -299,7 +300,7 @@ def test_a_stale_edit_is_refused_with_the_database_words(web) -> None:
     assert "version" in response.text and "Traceback" not in response.text
 
 
-def test_test_send_without_a_webhook_is_refused_in_words(web) -> None:
+def test_test_send_without_a_webhook_is_refused_in_words(web: Web) -> None:
     web.schedule("report")
     client = web.signed_in(web.admin)
     assert "test-send" not in buttons(client.get("/schedules/report").text)  # no webhook: no button
@@ -308,7 +309,7 @@ def test_test_send_without_a_webhook_is_refused_in_words(web) -> None:
     assert "webhook" in response.text and "Traceback" not in response.text
 
 
-def test_a_webhook_shows_its_host_hint_never_its_url_or_secret(web) -> None:
+def test_a_webhook_shows_its_host_hint_never_its_url_or_secret(web: Web) -> None:
     token = "0f1e2d3c-aaaa-bbbb-cccc-123456789abc"
     web.schedule("report")
 

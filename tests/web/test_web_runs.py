@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from tests.support.web import Web
+
 RUN_ACTIONS = {"approve", "reject", "resume-run", "abandon-run", "cancel-run"}
 
 
@@ -12,7 +14,7 @@ def buttons(html: str) -> set[str]:
     return set(re.findall(r'<button type="submit" name="action" value="([a-z-]+)"', html))
 
 
-def test_approve_a_waiting_run_records_the_person(web) -> None:
+def test_approve_a_waiting_run_records_the_person(web: Web) -> None:
     web.schedule("report", task="demo.ask")
     run_id = web.awaiting("report")
     client = web.signed_in(web.admin)
@@ -38,7 +40,7 @@ def test_approve_a_waiting_run_records_the_person(web) -> None:
     assert "Traceback" not in response.text and 'role="alert"' in response.text
 
 
-def test_reject_in_chinese(web) -> None:
+def test_reject_in_chinese(web: Web) -> None:
     web.schedule("report", task="demo.ask")
     run_id = web.awaiting("report")
     client = web.signed_in(web.admin)
@@ -51,7 +53,7 @@ def test_reject_in_chinese(web) -> None:
     assert "已驳回" in client.get(f"/runs/{run_id}").text
 
 
-def test_resume_and_abandon_suspended_runs(web) -> None:
+def test_resume_and_abandon_suspended_runs(web: Web) -> None:
     web.schedule("a", overlap="allow_all")
     first, second = web.suspended("a"), web.suspended("a")
     client = web.signed_in(web.admin)
@@ -67,7 +69,7 @@ def test_resume_and_abandon_suspended_runs(web) -> None:
     assert "is not suspended" in response.text
 
 
-def test_bulk_abandon_of_suspended_runs(web) -> None:
+def test_bulk_abandon_of_suspended_runs(web: Web) -> None:
     web.schedule("a", overlap="allow_all")
     runs = [web.suspended("a") for _ in range(3)]
     client = web.signed_in(web.admin)
@@ -79,7 +81,7 @@ def test_bulk_abandon_of_suspended_runs(web) -> None:
     assert "Abandoned 3 suspended runs." in client.get(response.headers["location"]).text
 
 
-def test_reader_gets_no_run_button_and_is_refused(web) -> None:
+def test_reader_gets_no_run_button_and_is_refused(web: Web) -> None:
     web.schedule("report", task="demo.ask")
     run_id = web.awaiting("report")
     client = web.signed_in(web.reader)
@@ -91,7 +93,7 @@ def test_reader_gets_no_run_button_and_is_refused(web) -> None:
     assert web.run_status(run_id) == "awaiting_approval"
 
 
-def test_cancel_a_running_run_and_the_schedule_page_lists_it(web) -> None:
+def test_cancel_a_running_run_and_the_schedule_page_lists_it(web: Web) -> None:
     web.schedule("report")
     run_id = web.launch("report")
     client = web.signed_in(web.admin)
