@@ -31,13 +31,26 @@ SELECT
 -- last 30 fires oldest first (the strip; their reasons as code, parameters and recorded text, rendered by
 -- the page from the same catalogue: 1,500 msg() calls a page would cost more than the rest of it).
 -- The page's ids are chosen first, from the schedules table alone, then the rest is read for them only.
--- With a text, the order is not taken from the name index: that scan would stop at the first matches
--- only if they came early, and a rare text read every name; the matches are found instead (by the
--- trigram index where the server has pg_trgm: migrations/0006_web.sql) and sorted.
-WITH page AS MATERIALIZED (
-    SELECT s.id, s.name
-    FROM agentlab_sched.schedules s
-    WHERE (%(after)s::text IS NULL OR s.name > %(after)s::text)
+-- A text alone is first looked for among the next 2,000 names (near): a text most schedules share fills the
+-- page there. Otherwise the order is not taken from the name index (that scan would stop early only if the
+-- matches came early, and a rare text read every name): the matches are found (by the trigram index where
+-- the server has pg_trgm: migrations/0006_web.sql) and sorted.
+WITH near AS MATERIALIZED (
+    SELECT n.id, n.name
+    FROM (SELECT s.id, s.name, s.task FROM agentlab_sched.schedules s
+          WHERE %(text)s::text IS NOT NULL AND %(task)s::text IS NULL AND %(status)s::text IS NULL
+            AND (%(after)s::text IS NULL OR s.name > %(after)s::text)
+          ORDER BY s.name LIMIT 2000) n
+    WHERE lower(n.name) LIKE agentlab_sched.like_part(%(text)s::text)
+       OR lower(n.task) LIKE agentlab_sched.like_part(%(text)s::text)
+    ORDER BY n.name
+    LIMIT %(limit)s
+), page AS MATERIALIZED (
+    SELECT near.id, near.name FROM near WHERE (SELECT count(*) FROM near) = %(limit)s
+    UNION ALL
+    (SELECT s.id, s.name
+     FROM agentlab_sched.schedules s
+     WHERE (%(after)s::text IS NULL OR s.name > %(after)s::text)
       AND (%(task)s::text IS NULL OR s.task = %(task)s::text)
       AND (%(text)s::text IS NULL OR lower(s.name) LIKE agentlab_sched.like_part(%(text)s::text)
            OR lower(s.task) LIKE agentlab_sched.like_part(%(text)s::text))
@@ -50,8 +63,9 @@ WITH page AS MATERIALIZED (
            OR (%(status)s = 'stopped' AND s.id IN (SELECT o.id FROM agentlab_sched.overdue o
                                                    WHERE o.problem = 'stopped'))
            OR (%(status)s = 'code' AND s.defined_in IS NOT NULL))
+      AND (SELECT count(*) FROM near) < %(limit)s
     ORDER BY CASE WHEN %(text)s::text IS NULL THEN s.name ELSE s.name || '' END
-    LIMIT %(limit)s
+    LIMIT %(limit)s)
 )
 SELECT ss.id, ss.name, ss.cron, ss.timezone, ss.task, ss.enabled, ss.next_run_at, ss.replan,
        ss.last_fire_at, ss.last_fire_status, ss.last_fire_reason_code, ss.last_fire_reason,
