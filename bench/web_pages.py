@@ -69,6 +69,7 @@ PAGES = (
     "/schedules",
     "/schedules?status=paused",
     "/schedules?q=web-99",
+    "/schedules?q=WEB",
     "/schedules?after=web-5",
     "/schedules/web-1",
     "/runs",

@@ -177,6 +177,31 @@ CREATE TABLE agentlab_sched.schedules (
 -- The tick reads only what is due (and what a worker must plan): both partial, both tiny when idle.
 CREATE INDEX schedules_due_idx ON agentlab_sched.schedules (next_run_at) WHERE enabled;
 CREATE INDEX schedules_replan_idx ON agentlab_sched.schedules (id) WHERE replan IS NOT NULL;
+-- The schedules page's text filter (queries/web.sql: a part of the name or task, any case).
+-- Where the server ships pg_trgm, a trigram index finds the matches without reading every schedule; it is
+-- created here if it is not installed yet and the migrating role may (it is a trusted extension). Where it
+-- is missing (the embedded server ships none), the filter reads the schedules table once, whatever the
+-- text. Installing pg_trgm later and creating the index by hand, as below, gives the same.
+DO $$
+DECLARE
+    nsp text;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'pg_trgm')
+       AND EXISTS (SELECT 1 FROM pg_catalog.pg_available_extensions WHERE name = 'pg_trgm') THEN
+        BEGIN
+            CREATE EXTENSION pg_trgm WITH SCHEMA public;
+        EXCEPTION WHEN insufficient_privilege OR invalid_schema_name THEN
+            RAISE NOTICE 'pg_trgm not installed (%): the schedules text filter reads every schedule', SQLERRM;
+        END;
+    END IF;
+    SELECT n.nspname INTO nsp FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+    WHERE e.extname = 'pg_trgm';
+    IF nsp IS NOT NULL THEN
+        EXECUTE format('CREATE INDEX schedules_text_idx ON agentlab_sched.schedules '
+                       'USING gin (lower(name) %1$I.gin_trgm_ops, lower(task) %1$I.gin_trgm_ops)', nsp);
+    END IF;
+END
+$$;
 
 -- The audit of schedule definitions: one row per change (and per re-encryption of a webhook, which is
 -- recorded without being a change of the definition).
@@ -302,6 +327,8 @@ CREATE INDEX runs_finished_idx ON agentlab_sched.runs (finished_at)
 CREATE INDEX runs_tally_pending_idx ON agentlab_sched.runs (schedule_id, finished_at) WHERE tally_pending IS NOT NULL;
 -- The open runs of a schedule that wait for their first start (buffer_one keeps at most one).
 CREATE INDEX runs_waiting_idx ON agentlab_sched.runs (schedule_id) WHERE status = 'queued' AND started_at IS NULL;
+-- Runs newest first, a page at a time by keyset (list_runs: the dashboard, runs list).
+CREATE INDEX runs_created_idx ON agentlab_sched.runs (created_at DESC, id DESC);
 
 -- The fire ledger: one row per (schedule, due time, kind), whatever became of it.
 CREATE TABLE agentlab_sched.fires (

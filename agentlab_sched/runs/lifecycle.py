@@ -179,14 +179,21 @@ async def list_runs(
     *,
     status: str | None = None,
     since: datetime | None = None,
+    until: datetime | None = None,
+    before: tuple[datetime, uuid.UUID] | None = None,
     limit: int = 50,
 ) -> list[Run]:
-    """Runs, newest first: of one schedule, in one status, created since a time."""
+    """Runs, newest first: of one schedule, in one status, created in [since, until), older than ``before``
+    (the ``(created_at, id)`` of the last run of the previous page)."""
     if status is not None and status not in RUN_STATUSES:
         raise ValidationError("run.bad_status", "status", value=status, choices=list(RUN_STATUSES))
     if schedule is not None:
         await _require_schedule(conn, schedule)
-    params = {"schedule": schedule, "status": status, "since": since, "limit": max(1, limit)}
+    params = {
+        "schedule": schedule, "status": status, "since": since, "until": until,
+        "before_at": before[0] if before else None, "before_id": before[1] if before else None,
+        "limit": max(1, limit),
+    }  # fmt: skip
     return await queries.rows(conn, "list_runs", params, Run)
 
 

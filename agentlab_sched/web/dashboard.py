@@ -700,10 +700,13 @@ async def runs_page(dash: Dashboard, request: Request, person: Person) -> Respon
     except ValueError:
         before, before_id = None, None
     async with dash.conn(request, person) as conn:
-        runs = await queries.rows(conn, "web_runs", {
-            "schedule": schedule, "status": status, "since": since, "until": until,
-            "before_at": before[0] if before else None, "before_id": before_id, "limit": PAGE_SIZE + 1,
-        }, lifecycle.Run)  # fmt: skip
+        try:
+            runs = await lifecycle.list_runs(
+                conn, schedule, status=status, since=since, until=until,
+                before=(before[0], before_id) if before and before_id else None, limit=PAGE_SIZE + 1,
+            )  # fmt: skip
+        except SchedError as exc:  # no schedule of that name
+            return dash.render(request, "refused.html", status_code=404, message=exc.message(locale))
     more = len(runs) > PAGE_SIZE
     runs = runs[:PAGE_SIZE]
     older = (

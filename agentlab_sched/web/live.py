@@ -1,13 +1,11 @@
 """Live updates: ONE database connection per server process LISTENs, and every open page hears it over SSE.
 
-The connection (the server's own login, the configured URL) listens on the channels the database already
-notifies: schedules changed (``agentlab_sched_schedules``), a job deferred (Procrastinate's
-``procrastinate_any_queue_v1``: every launched fire, every approval that continues a run) and notifications
-queued (``agentlab_sched_outbox``). A fire that launches nothing (a skip) and a run that ends send no
-notification of their own, so while at least one page listens the same connection also reads a fingerprint
-of what changed (a few index lookups, one statement per second for the whole process, whatever the number
-of pages); with no page open it sends nothing. Each change is one ``change`` event to every page,
-which then reloads its own content: browsers never poll.
+The connection (the server's own login, the configured URL) listens on the channels the database notifies:
+fires or runs written (``agentlab_sched_live``, from statement-level triggers: sql/58_live.sql), schedules
+changed (``agentlab_sched_schedules``) and notifications queued (``agentlab_sched_outbox``). It sends no
+statement after its LISTEN: it waits on its socket. Notifications are coalesced (a storm of fires is at
+most one event a second); each burst is one ``change`` event to every open page, which then reloads its
+own content: browsers never poll, and with no page open nothing is sent.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import psycopg
@@ -28,8 +26,11 @@ __all__ = ["Hub"]
 
 logger = logging.getLogger(__name__)
 
-#: Seconds between fingerprint reads while a page listens (a new fire shows within 2 s).
-CHECK_EVERY = 1.0
+#: The channel of the fires and runs triggers (its payload: the table written).
+CHANNEL = "agentlab_sched_live"
+#: At most one event per this many seconds: the notifications heard meanwhile are folded into it (a new
+#: fire still shows within 2 s).
+COALESCE = 1.0
 #: Seconds between SSE comments that keep an idle connection open through proxies.
 KEEPALIVE = 15.0
 
@@ -41,10 +42,13 @@ class Hub:
         self.url = url
         self._queues: set[asyncio.Queue[str]] = set()
         self._task: asyncio.Task[None] | None = None
-        self._wake = asyncio.Event()
-        self._fingerprint: dict[str, Any] | None = None
-        #: Events sent since the start (tests read it).
+        #: Seconds within which notifications are folded into one event.
+        self.coalesce = COALESCE
+        #: Set while the connection LISTENs (tests wait for it).
+        self.listening = asyncio.Event()
+        #: Events sent and notifications heard since the start (tests read them).
         self.sent = 0
+        self.heard = 0
 
     @property
     def listeners(self) -> int:
@@ -66,27 +70,37 @@ class Hub:
             if q.qsize() < 10:  # a page that does not read is not fed without bound
                 q.put_nowait(text)
 
-    async def _check(self, conn: psycopg.AsyncConnection[Any], reason: str) -> None:
-        found = await queries.one(conn, "web_fingerprint")
-        if found != self._fingerprint:
-            first = self._fingerprint is None
-            self._fingerprint = found
-            if not first:
-                self._broadcast({"why": reason})
+    async def _listen(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Hear the notifications of ``conn`` (which LISTENs) and broadcast them, coalesced, until it breaks."""
+        loop = asyncio.get_running_loop()
+        last = -self.coalesce
+        while True:
+            heard = await wait_for_notifies(conn, None)
+            if not heard:
+                continue
+            wait = last + self.coalesce - loop.time()
+            if wait > 0:  # within a second of the last event: one more event at the end of that second
+                await asyncio.sleep(wait)
+                heard += await wait_for_notifies(conn, 0)
+            last = loop.time()
+            self.heard += len(heard)
+            if self._queues:
+                self._broadcast({"why": sorted({n.payload if n.channel == CHANNEL else n.channel for n in heard})})
 
     async def _run(self) -> None:
+        connected = False
         while True:
             try:
                 conn = await connect(self.url, purpose="web live")
                 try:
                     await queries.execute(conn, "web_listen")
-                    await self._check(conn, "start")
-                    while True:
-                        # Woken every second to see whether a page listens; the fingerprint is read only then.
-                        got = await wait_for_notifies(conn, CHECK_EVERY)
-                        if self._queues:
-                            await self._check(conn, "notify" if got else "check")
+                    if connected and self._queues:  # what changed while the connection was down went unheard
+                        self._broadcast({"why": ["reconnected"]})
+                    connected = True
+                    self.listening.set()
+                    await self._listen(conn)
                 finally:
+                    self.listening.clear()
                     await conn.close()
             except asyncio.CancelledError:
                 raise
@@ -94,7 +108,7 @@ class Hub:
                 logger.warning("live updates: the database connection failed (%s); trying again", type(exc).__name__)
                 await asyncio.sleep(2)
 
-    async def subscribe(self) -> AsyncIterator[str]:
+    async def subscribe(self) -> AsyncGenerator[str, None]:
         """The SSE stream of one page: ``change`` events, and a comment now and then to keep it open."""
         q: asyncio.Queue[str] = asyncio.Queue()
         self._queues.add(q)

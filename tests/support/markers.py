@@ -32,7 +32,9 @@ DB_FIXTURES = frozenset({"pg_server", "pg15", "citus"})
 DB_FOLDERS = frozenset({"cluster"})
 WORKER_FOLDERS = frozenset({"worker"})
 #: Calls that start a worker: the in-process helper, the process entry points, a supervisor.
-WORKER_CALLS = frozenset({"worker", "run_worker", "run_worker_async", "Supervisor", "BatchWorker", "stop_workers"})
+WORKER_CALLS = frozenset(
+    {"worker", "run_worker", "run_worker_async", "Supervisor", "BatchWorker", "stop_workers", "hang_worker"}
+)
 #: Tests that wait seconds of wall time by design (real-time storms, kills, outages, a long model run),
 #: as files or node ids relative to tests/.
 SLOW = frozenset(
@@ -43,13 +45,14 @@ SLOW = frozenset(
         "worker/test_worker_pool_open.py",
         "database/test_sync_migrate_locks.py",
         "runs/test_run_model.py",
+        "web/test_web_browser.py::test_a_run_suspended_by_killing_its_worker_is_resumed_on_screen_and_goes_on",
     }
 )
 
 #: What in a module's source means it runs Procrastinate's code.
 PROCRASTINATE = re.compile(
     r"^\s*(from|import) procrastinate\b|\bagentlab_sched\.(worker|demo)\b|"
-    r"\btests\.support\.(workers|code_app|periodic_app)\b",
+    r"\btests\.support\.(workers|code_app|periodic_app|hang_worker)\b",
     re.M,
 )
 

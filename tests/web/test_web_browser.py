@@ -30,7 +30,8 @@ ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
     "--disable-sync", "--no-first-run",
 ]  # fmt: skip
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "web"
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs" / "web"
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium): the browser tests need it", allow_module_level=True)
@@ -275,3 +276,82 @@ def test_run_now_then_approve_and_see_it_finish_with_a_real_worker(
     page.wait_for_selector("text=Approved.")
     page.wait_for_selector("h1[data-status=succeeded]", timeout=20_000)  # live: the worker finished it
     assert "go ahead" in page.locator("dd code").nth(2).inner_text()  # demo.ask returns what the approver said
+
+
+def hang_worker(url: str, mode: str, log: Path) -> subprocess.Popen[bytes]:
+    """A real worker subprocess whose task ``t.hang`` hangs (``hang``) or returns at once (``finish``)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "AGENTLAB_SCHED_LOCALE": "en"}
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.support.hang_worker", url, mode], env=env, stdout=out, stderr=out, cwd=ROOT
+        )
+
+
+def wait_until(what: str, check: Any, limit: float = 30.0) -> Any:
+    """Poll ``check`` (every 0.1 s, at most ``limit`` s) until it returns something true."""
+    deadline = time.monotonic() + limit
+    while not (found := check()):
+        assert time.monotonic() < deadline, f"{what}: not within {limit} s"
+        time.sleep(0.1)
+    return found
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_run_suspended_by_killing_its_worker_is_resumed_on_screen_and_goes_on(
+    browser: Any, site: Site, web: Any, tmp_path: Path
+) -> None:
+    with web.owner() as conn:
+        conn.execute("""SELECT agentlab_sched.schedule('agent', '0 9 * * *', 't.hang', '{"topic": "weekly"}')""")
+    log = tmp_path / "workers.log"
+    first = hang_worker(web.db_url, "hang", log)
+    try:
+        with web.owner() as conn:
+            wait_until("the worker registers t.hang", lambda: conn.execute(
+                "SELECT 1 FROM agentlab_sched.known_tasks WHERE task = 't.hang'").fetchone())  # fmt: skip
+            with conn.transaction():  # a manual fire, as a worker's tick would launch it
+                conn.execute("SELECT 1 FROM agentlab_sched.schedules WHERE name = 'agent' FOR UPDATE")
+                row = conn.execute(
+                    """SELECT agentlab_sched.launch(s, clock_timestamp(), 'manual', NULL, 'manual:test') AS r
+                       FROM agentlab_sched.schedules s WHERE s.name = 'agent'"""
+                ).fetchone()
+            assert row is not None and row[0]["status"] == "started", row
+            run_id = str(row[0]["run_id"])
+        wait_until("the worker runs it", lambda: web.run_status(run_id) == "running")
+        first.send_signal(signal.SIGKILL)
+        assert first.wait(10) == -signal.SIGKILL
+    finally:
+        stop(first)
+    assert web.run_status(run_id) == "running"  # nobody has noticed yet
+    # Housekeeping an hour later: the killed worker's heartbeat is an hour old, its run is suspended.
+    with web.owner() as conn:
+        conn.execute("SELECT agentlab_sched.housekeeping(now() + interval '1 hour')")
+    assert web.run_status(run_id) == "suspended"
+
+    page = sign_in(browser, site, web.admin, "agentlab-test")
+    page.goto(site.url + "/runs?status=suspended")
+    page.click("table.runs tr[data-status=suspended] a")
+    page.wait_for_selector("h1[data-status=suspended]")
+    page.click("button[name=action][value=resume-run]")
+    page.wait_for_selector("text=Resumed.")
+    page.wait_for_selector("h1[data-status=queued]")
+    second = hang_worker(web.db_url, "finish", log)
+    try:
+        page.wait_for_selector("h1[data-status=succeeded]", timeout=30_000)  # live: the new worker finished it
+    finally:
+        stop(second)
+    with web.owner() as conn:
+        done = conn.execute(
+            """SELECT r.status, r.result, r.acted_by_login, j.attempts FROM agentlab_sched.runs r
+               JOIN procrastinate_jobs j ON j.id = r.job_id WHERE r.id = %s""",
+            (run_id,),
+        ).fetchone()
+    assert done == ("succeeded", {"resumed": {"topic": "weekly"}}, web.admin, 2), log.read_text()

@@ -241,6 +241,25 @@ def test_schedules_list_pages_by_keyset_and_keeps_filters_in_the_url(web: Web) -
     assert re.findall(r'data-schedule="([^"]+)"', second) == [f"s{i:03d}" for i in range(50, 55)]
 
 
+def test_the_text_filter_matches_a_part_of_the_name_or_task_in_any_case_and_wildcards_as_themselves(web: Web) -> None:
+    with web.owner() as conn:
+        for name, task in (("ETL_Orders", "demo.echo"), ("etlxorders", "demo.echo"), ("rate-100%", "demo.echo"),
+                           ("c:\\tmp", "demo.echo"), ("nightly", "Reports.Daily")):  # fmt: skip
+            conn.execute("SELECT agentlab_sched.schedule(%s, '0 9 * * *', %s)", (name, task))
+    client = web.signed_in(web.reader)
+
+    def names(q: str) -> list[str]:
+        return re.findall(r'data-schedule="([^"]+)"', client.get("/schedules", params={"q": q}).text)
+
+    assert names("l_o") == ["ETL_Orders"]  # "_" is an underscore, not any character
+    assert names("ORDERS") == ["ETL_Orders", "etlxorders"]
+    assert names("0%") == ["rate-100%"]
+    assert names("%") == ["rate-100%"]
+    assert names("\\t") == ["c:\\tmp"]
+    assert names("reports.d") == ["nightly"]  # the task's name
+    assert names("zz") == []
+
+
 def test_health_load_runs_and_local_mode(web: Web) -> None:
     web.schedule("report", cron="*/5 * * * *")
     client = web.client(local=True)

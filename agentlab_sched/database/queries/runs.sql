@@ -20,8 +20,9 @@ LEFT JOIN agentlab_sched.fires f ON f.id = r.fire_id
 WHERE r.id = %(id)s
 
 -- name: list_runs
--- Runs newest first, of schedule %(schedule)s, in status %(status)s, created since %(since)s (each when
--- given), at most %(limit)s; the columns of get_run.
+-- Runs newest first, of schedule %(schedule)s, in status %(status)s, created in [%(since)s, %(until)s), older
+-- than the key (%(before_at)s, %(before_id)s) (a page after the last row of the previous one; each when
+-- given), at most %(limit)s; the columns of get_run. runs_created_idx serves the order.
 SELECT r.id, r.schedule_id, s.name AS schedule_name, coalesce(s.timezone, 'UTC') AS timezone, r.fire_id,
        f.fire_at, f.kind, r.task, r.inputs, r.status, r.segment, r.error, r.error_code, r.result, r.state,
        r.session_key, r.started_by, r.timeout, r.deadline_at, r.abort_reason, r.cancelled_by, r.suspended_at,
@@ -34,7 +35,9 @@ LEFT JOIN agentlab_sched.fires f ON f.id = r.fire_id
 WHERE (%(schedule)s::text IS NULL OR s.name = %(schedule)s::text)
   AND (%(status)s::text IS NULL OR r.status = %(status)s::text)
   AND (%(since)s::timestamptz IS NULL OR r.created_at >= %(since)s::timestamptz)
-ORDER BY r.created_at DESC, r.id
+  AND (%(until)s::timestamptz IS NULL OR r.created_at < %(until)s::timestamptz)
+  AND (%(before_at)s::timestamptz IS NULL OR (r.created_at, r.id) < (%(before_at)s::timestamptz, %(before_id)s::uuid))
+ORDER BY r.created_at DESC, r.id DESC
 LIMIT %(limit)s
 
 -- name: run_approvals

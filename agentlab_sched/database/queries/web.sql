@@ -27,9 +27,46 @@ SELECT
 -- name: web_schedules
 -- One page of schedules by name after %(after)s (NULL: from the start), at most %(limit)s, filtered by
 -- %(status)s (active, paused, failing, overdue, stopped, code; NULL: all), %(task)s and %(text)s (a part of
--- the name or task): the schedule_status row, where it is defined, who changed it last, and its last 30
--- fires oldest first (the strip; their reasons as code, parameters and recorded text, rendered by the page
--- from the same catalogue: 1,500 msg() calls a page would cost more than the rest of it).
+-- the name or task, any case): the schedule_status row, where it is defined, who changed it last, and its
+-- last 30 fires oldest first (the strip; their reasons as code, parameters and recorded text, rendered by
+-- the page from the same catalogue: 1,500 msg() calls a page would cost more than the rest of it).
+-- The page's ids are chosen first, from the schedules table alone, then the rest is read for them only.
+-- A text alone is first looked for among the next 2,000 names (near): a text most schedules share fills the
+-- page there. Otherwise the order is not taken from the name index (that scan would stop early only if the
+-- matches came early, and a rare text read every name): the matches are found (by the trigram index where
+-- the server has pg_trgm: migrations/0006_web.sql) and sorted.
+WITH near AS MATERIALIZED (
+    SELECT n.id, n.name
+    FROM (SELECT s.id, s.name, s.task FROM agentlab_sched.schedules s
+          WHERE %(text)s::text IS NOT NULL AND %(task)s::text IS NULL AND %(status)s::text IS NULL
+            AND (%(after)s::text IS NULL OR s.name > %(after)s::text)
+          ORDER BY s.name LIMIT 2000) n
+    WHERE lower(n.name) LIKE agentlab_sched.like_part(%(text)s::text)
+       OR lower(n.task) LIKE agentlab_sched.like_part(%(text)s::text)
+    ORDER BY n.name
+    LIMIT %(limit)s
+), page AS MATERIALIZED (
+    SELECT near.id, near.name FROM near WHERE (SELECT count(*) FROM near) = %(limit)s
+    UNION ALL
+    (SELECT s.id, s.name
+     FROM agentlab_sched.schedules s
+     WHERE (%(after)s::text IS NULL OR s.name > %(after)s::text)
+      AND (%(task)s::text IS NULL OR s.task = %(task)s::text)
+      AND (%(text)s::text IS NULL OR lower(s.name) LIKE agentlab_sched.like_part(%(text)s::text)
+           OR lower(s.task) LIKE agentlab_sched.like_part(%(text)s::text))
+      AND (%(status)s::text IS NULL
+           OR (%(status)s = 'active' AND s.enabled)
+           OR (%(status)s = 'paused' AND NOT s.enabled)
+           OR (%(status)s = 'failing' AND s.consecutive_failures > 0)
+           OR (%(status)s = 'overdue' AND s.id IN (SELECT o.id FROM agentlab_sched.overdue o
+                                                   WHERE o.problem IN ('late', 'unplanned')))
+           OR (%(status)s = 'stopped' AND s.id IN (SELECT o.id FROM agentlab_sched.overdue o
+                                                   WHERE o.problem = 'stopped'))
+           OR (%(status)s = 'code' AND s.defined_in IS NOT NULL))
+      AND (SELECT count(*) FROM near) < %(limit)s
+    ORDER BY CASE WHEN %(text)s::text IS NULL THEN s.name ELSE s.name || '' END
+    LIMIT %(limit)s)
+)
 SELECT ss.id, ss.name, ss.cron, ss.timezone, ss.task, ss.enabled, ss.next_run_at, ss.replan,
        ss.last_fire_at, ss.last_fire_status, ss.last_fire_reason_code, ss.last_fire_reason,
        ss.last_run_id, ss.last_run_status, ss.consecutive_failures, ss.paused_reason, ss.paused_at,
@@ -42,22 +79,10 @@ SELECT ss.id, ss.name, ss.cron, ss.timezone, ss.task, ss.enabled, ss.next_run_at
                ORDER BY f.fire_at, f.id), '[]'::jsonb)
         FROM (SELECT * FROM agentlab_sched.fires f0 WHERE f0.schedule_id = s.id
               ORDER BY f0.fire_at DESC, f0.id DESC LIMIT 30) f) AS strip
-FROM agentlab_sched.schedule_status ss
-JOIN agentlab_sched.schedules s ON s.id = ss.id
-WHERE (%(after)s::text IS NULL OR s.name > %(after)s::text)
-  AND (%(task)s::text IS NULL OR s.task = %(task)s::text)
-  AND (%(text)s::text IS NULL OR strpos(lower(s.name), lower(%(text)s::text)) > 0
-       OR strpos(lower(s.task), lower(%(text)s::text)) > 0)
-  AND (%(status)s::text IS NULL
-       OR (%(status)s = 'active' AND s.enabled)
-       OR (%(status)s = 'paused' AND NOT s.enabled)
-       OR (%(status)s = 'failing' AND s.consecutive_failures > 0)
-       OR (%(status)s = 'overdue' AND s.id IN (SELECT o.id FROM agentlab_sched.overdue o
-                                               WHERE o.problem IN ('late', 'unplanned')))
-       OR (%(status)s = 'stopped' AND s.id IN (SELECT o.id FROM agentlab_sched.overdue o WHERE o.problem = 'stopped'))
-       OR (%(status)s = 'code' AND s.defined_in IS NOT NULL))
-ORDER BY s.name
-LIMIT %(limit)s
+FROM page p
+JOIN agentlab_sched.schedule_status ss ON ss.id = p.id
+JOIN agentlab_sched.schedules s ON s.id = p.id
+ORDER BY p.name
 
 -- name: web_schedule_names
 -- The names of every schedule the filters of web_schedules select (a bulk pause or resume of them), by
@@ -65,8 +90,8 @@ LIMIT %(limit)s
 SELECT s.name
 FROM agentlab_sched.schedules s
 WHERE (%(task)s::text IS NULL OR s.task = %(task)s::text)
-  AND (%(text)s::text IS NULL OR strpos(lower(s.name), lower(%(text)s::text)) > 0
-       OR strpos(lower(s.task), lower(%(text)s::text)) > 0)
+  AND (%(text)s::text IS NULL OR lower(s.name) LIKE agentlab_sched.like_part(%(text)s::text)
+       OR lower(s.task) LIKE agentlab_sched.like_part(%(text)s::text))
   AND (%(status)s::text IS NULL
        OR (%(status)s = 'active' AND s.enabled)
        OR (%(status)s = 'paused' AND NOT s.enabled)
@@ -97,27 +122,6 @@ SELECT id, operation, changed_at, db_role, application_name, old_values, new_val
 FROM agentlab_sched.schedule_changes
 WHERE schedule_id = %(id)s
 ORDER BY id DESC
-LIMIT %(limit)s
-
--- name: web_runs
--- One page of runs, newest first, before the key (%(before_at)s, %(before_id)s) (NULL: from the newest), at
--- most %(limit)s, of schedule %(schedule)s, in status %(status)s, created in [%(since)s, %(until)s) (each
--- when given); the columns of get_run (lifecycle.Run).
-SELECT r.id, r.schedule_id, s.name AS schedule_name, coalesce(s.timezone, 'UTC') AS timezone, r.fire_id,
-       f.fire_at, f.kind, r.task, r.inputs, r.status, r.segment, r.error, r.error_code, r.result, r.state,
-       r.session_key, r.started_by, r.timeout, r.deadline_at, r.abort_reason, r.cancelled_by, r.suspended_at,
-       r.job_id, r.created_at, r.started_at, r.finished_at, r.updated_at,
-       (SELECT to_jsonb(a) - 'job_id' FROM agentlab_sched.approvals a
-        WHERE a.run_id = r.id AND a.segment = r.segment AND a.status = 'pending') AS waiting_for
-FROM agentlab_sched.runs r
-LEFT JOIN agentlab_sched.schedules s ON s.id = r.schedule_id
-LEFT JOIN agentlab_sched.fires f ON f.id = r.fire_id
-WHERE (%(schedule)s::text IS NULL OR s.name = %(schedule)s::text)
-  AND (%(status)s::text IS NULL OR r.status = %(status)s::text)
-  AND (%(since)s::timestamptz IS NULL OR r.created_at >= %(since)s::timestamptz)
-  AND (%(until)s::timestamptz IS NULL OR r.created_at < %(until)s::timestamptz)
-  AND (%(before_at)s::timestamptz IS NULL OR (r.created_at, r.id) < (%(before_at)s::timestamptz, %(before_id)s::uuid))
-ORDER BY r.created_at DESC, r.id DESC
 LIMIT %(limit)s
 
 -- name: web_job
@@ -176,18 +180,7 @@ WHERE f.created_at >= %(now)s::timestamptz - interval '1 hour'
 GROUP BY 1
 ORDER BY 1
 
--- name: web_fingerprint
--- What changed lately, cheaply (each from an index): the newest fire, the newest finished run, how many runs
--- are open by status, the newest approval and schedule change. The live updates tell pages when it moves.
-SELECT
-    (SELECT max(id) FROM agentlab_sched.fires) AS fire,
-    (SELECT max(finished_at) FROM agentlab_sched.runs
-      WHERE agentlab_sched.run_is_final(status)) AS finished,  -- runs_finished_idx
-    (SELECT count(*) FROM agentlab_sched.runs WHERE status = 'running') AS running,
-    (SELECT count(*) FROM agentlab_sched.runs WHERE status = 'queued' AND started_at IS NULL) AS waiting,
-    (SELECT max(id) FROM agentlab_sched.approvals) AS approval,
-    (SELECT max(id) FROM agentlab_sched.schedule_changes) AS change
-
 -- name: web_listen
--- The channels the live updates hear: schedules changed, jobs deferred (every launched fire), notifications.
-LISTEN agentlab_sched_schedules; LISTEN procrastinate_any_queue_v1; LISTEN agentlab_sched_outbox
+-- The channels the live updates hear: fires or runs written (sql/58_live.sql), schedules changed,
+-- notifications queued.
+LISTEN agentlab_sched_live; LISTEN agentlab_sched_schedules; LISTEN agentlab_sched_outbox

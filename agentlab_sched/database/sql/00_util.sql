@@ -161,3 +161,13 @@ AS $$
     SELECT CASE WHEN label IS NULL OR label = session_user THEN session_user::text
                 ELSE label || ' (' || session_user || ')' END
 $$;
+
+-- A LIKE pattern matching any text that contains `part`, in any case (compared with lower(column)): its
+-- wildcards and escape character are matched as themselves. Immutable, so a pattern given as a value is
+-- folded before planning and a trigram index can serve it.
+CREATE OR REPLACE FUNCTION agentlab_sched.like_part(part text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT '%' || replace(replace(replace(lower(part), '\', '\\'), '%', '\%'), '_', '\_') || '%'
+$$;
