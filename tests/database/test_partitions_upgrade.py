@@ -21,6 +21,7 @@ from tests.support.firing_helpers import EN, make_schedule
 #: A minute boundary: every schedule below is due each minute from here.
 T0 = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
 SCHEDULES = 20
+PARTITIONING = "0005_partitioned_history.sql"
 
 
 async def _waiting_on_locks(conn: psycopg.AsyncConnection[DictRow], n: int) -> None:
@@ -40,8 +41,11 @@ async def test_migrate_keeps_the_history_and_a_concurrent_tick_loses_nothing(
 ) -> None:
     before = tmp_path / "before"
     before.mkdir()
-    for path in sorted(migrate_module.MIGRATIONS_DIR.glob("000[1-4]_*.sql")):
-        shutil.copy(path, before / path.name)
+    # Every migration but the partitioning one: the functions of sql/ are this version's, and read the
+    # columns the other migrations add.
+    for path in sorted(migrate_module.MIGRATIONS_DIR.glob("*.sql")):
+        if path.name != PARTITIONING:
+            shutil.copy(path, before / path.name)
     with monkeypatch.context() as patch:
         patch.setattr(migrate_module, "MIGRATIONS_DIR", before)
         migrate_module.migrate(empty_db_url, cron_schema=None)
@@ -81,8 +85,7 @@ async def test_migrate_keeps_the_history_and_a_concurrent_tick_loses_nothing(
         await blocker.commit()
         await blocker.close()
         migrated = await migrating
-        later = sorted(p.name for p in migrate_module.MIGRATIONS_DIR.glob("*.sql") if p.name >= "0005")
-        assert migrated.applied == later and later[0] == "0005_partitioned_history.sql"
+        assert migrated.applied == [PARTITIONING]
         assert await firing == 5 * SCHEDULES
 
         cur = await conn.execute("SELECT relkind FROM pg_class WHERE oid = 'agentlab_sched.fires'::regclass")
