@@ -173,3 +173,16 @@ UNLISTEN {channel}
 -- name: in_recovery
 -- Is this server a standby (a command that wrote was refused: say why).
 SELECT pg_is_in_recovery() AS in_recovery
+
+-- name: has_citus
+-- Whether the citus extension is installed in this database (migrate then runs its Citus step).
+SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') AS found
+
+-- name: citus_distribute
+-- The Citus step (database/citus/distribute.sql, run just before): the tables it handed to Citus now.
+SELECT table_name, placement FROM pg_temp.citus_distribute()
+
+-- name: citus_coordinator_known
+-- Whether the coordinator is in Citus's node list (citus_set_coordinator_host): reference tables then
+-- have a copy here, which the coordinator's local tables join.
+SELECT EXISTS (SELECT FROM pg_dist_node WHERE groupid = 0) AS found
