@@ -1,7 +1,8 @@
 """Citus 13 on this machine: a coordinator and two workers (PostgreSQL 15 each).
 
-- `migrate` on the coordinator works as on one PostgreSQL: every table stays local to the coordinator
-  (nothing of Citus is needed, nothing is distributed by itself), and a worker fires there;
+- `migrate` on a coordinator creates the distributed schema of docs/scaling.md once (the catalogues
+  reference tables, the audit distributed by schedule id), refuses a database whose coordinator is not a
+  node of its own, and a worker fires on the distributed schema;
 - what docs/scaling.md's distribution rests on, checked against the real Citus: the tables of one
   schedule distributed by schedule id and colocated, the catalogues as reference tables, a claim of
   one schedule's row with FOR UPDATE SKIP LOCKED routed to its node, and what Citus refuses: a claim
@@ -21,7 +22,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from agentlab_sched.database.migrate import migrate
+from agentlab_sched.database.migrate import MigrateReport, migrate
+from agentlab_sched.errors import SchedError
 from agentlab_sched.demo import make_app
 from agentlab_sched.settings import Settings
 from agentlab_sched.worker.process import run_worker
@@ -43,21 +45,87 @@ def test_a_coordinator_and_two_workers(cluster: Any) -> None:
     assert version.startswith("13.")
 
 
-def test_migrate_on_the_coordinator_keeps_every_table_local_and_a_worker_fires(cluster: Any) -> None:
+def test_migrate_refuses_a_citus_database_whose_coordinator_is_not_a_node_and_writes_nothing(cluster: Any) -> None:
     coordinator = cluster.coordinator
-    coordinator.execute("CREATE DATABASE plain_on_citus")
-    coordinator.execute("CREATE EXTENSION citus", dbname="plain_on_citus")
-    url = coordinator.url("plain_on_citus")
-    migrate(url)
-    assert coordinator.rows("SELECT count(*) FROM citus_tables", dbname="plain_on_citus") == [(0,)]
+    coordinator.execute("CREATE DATABASE citus_no_nodes")
+    coordinator.execute("CREATE EXTENSION citus", dbname="citus_no_nodes")
+    with pytest.raises(SchedError) as no:
+        migrate(coordinator.url("citus_no_nodes"), locale="en")
+    assert no.value.code == "migrate.citus_coordinator"
+    assert str(no.value) == (
+        "migrate did not change the database: the citus extension is installed but the coordinator is not in "
+        "Citus's node list; run SELECT citus_set_coordinator_host('<host>', <port>) and migrate again"
+    )
+    assert coordinator.rows(
+        "SELECT to_regnamespace('agentlab_sched'), to_regclass('procrastinate_jobs')", dbname="citus_no_nodes"
+    ) == [(None, None)]
 
-    async def fire_once() -> list[tuple[Any, ...]]:
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(
-                """INSERT INTO agentlab_sched.schedules (name, cron, task, inputs, timezone)
-                   VALUES ('every-second', '* * * * * *', 'demo.echo', %s::jsonb, 'UTC')""",
-                (json.dumps({"n": 1}),),
-            )
+
+#: What migrate makes of the tables on Citus (docs/scaling.md).
+PLACEMENTS = [
+    ("agentlab_sched.config", "reference", "<none>"),
+    ("agentlab_sched.error_codes", "reference", "<none>"),
+    ("agentlab_sched.messages", "reference", "<none>"),
+    ("agentlab_sched.schedule_changes", "distributed", "schedule_id"),
+    ("agentlab_sched.schedule_options", "reference", "<none>"),
+    ("agentlab_sched.statuses", "reference", "<none>"),
+]
+
+
+def citus_database(cluster: Any, name: str) -> str:
+    """A new database ``name`` on every node of ``cluster`` with the extension, the coordinator and the
+    workers in its node list; the coordinator's URL of it."""
+    for server in [cluster.coordinator, *cluster.workers]:
+        server.execute(f'CREATE DATABASE "{name}"')
+        server.execute("CREATE EXTENSION citus", dbname=name)
+    cluster.coordinator.execute(
+        f"SELECT citus_set_coordinator_host('127.0.0.1', {cluster.coordinator.port})",
+        *[f"SELECT citus_add_node('127.0.0.1', {w.port})" for w in cluster.workers],
+        dbname=name,
+    )
+    return str(cluster.coordinator.url(name))
+
+
+@pytest.fixture(scope="module")
+def citus_db(cluster: Any) -> tuple[str, MigrateReport]:
+    """(URL, report of its first migrate): a database on the cluster migrated once."""
+    url = citus_database(cluster, "sched_citus")
+    return url, migrate(url, locale="en")
+
+
+def test_migrate_on_citus_creates_the_distributed_schema_once(citus_db: tuple[str, MigrateReport]) -> None:
+    url, first = citus_db
+    assert sorted(first.citus) == [f"{t}: {kind}" if kind == "reference" else f"{t}: distributed by {key}"
+                                   for t, kind, key in PLACEMENTS]  # fmt: skip
+    with psycopg.connect(url, autocommit=True) as conn:
+        placed = conn.execute(
+            """SELECT table_name::text, citus_table_type, distribution_column FROM citus_tables
+               WHERE table_name::text LIKE 'agentlab_sched.%' ORDER BY 1"""
+        ).fetchall()
+        assert placed == PLACEMENTS
+        # Citus enforces a key within a shard: the audit's primary key includes the schedule id.
+        (key,) = conn.execute(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'schedule_changes_pkey'"
+        ).fetchone() or (None,)
+        assert key == "PRIMARY KEY (schedule_id, id)"
+        (shards,) = conn.execute(
+            """SELECT count(DISTINCT nodeport) FROM citus_shards
+               WHERE table_name = 'agentlab_sched.schedule_changes'::regclass"""
+        ).fetchone() or (0,)
+        assert shards == 2  # on both workers
+    again = migrate(url, locale="en")
+    assert (again.citus, again.applied, again.procrastinate, again.changed) == ([], [], [], False)
+
+
+def test_a_worker_fires_on_the_distributed_schema(citus_db: tuple[str, MigrateReport]) -> None:
+    url, _ = citus_db
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "SELECT agentlab_sched.schedule('every-second', '* * * * * *', 'demo.echo', %s::jsonb)",
+            (json.dumps({"n": 1}),),
+        )
+
+    async def fire() -> None:
         stop = asyncio.Event()
         worker = asyncio.create_task(
             run_worker(make_app(url), url, stop=stop, install_signal_handlers=False, settings=Settings(locale="en"))
@@ -65,18 +133,30 @@ def test_migrate_on_the_coordinator_keeps_every_table_local_and_a_worker_fires(c
         try:
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
-                rows = coordinator.rows(
-                    "SELECT status FROM agentlab_sched.runs WHERE status = 'succeeded'", dbname="plain_on_citus"
-                )
-                if rows:
-                    return rows
-                await asyncio.sleep(0.1)
-            raise AssertionError("no run succeeded on the Citus coordinator")
+                with psycopg.connect(url, autocommit=True) as conn:
+                    (done,) = conn.execute(
+                        "SELECT count(*) FROM agentlab_sched.runs WHERE status = 'succeeded'"
+                    ).fetchone() or (0,)
+                if done >= 2:
+                    return
+                await asyncio.sleep(0.2)
+            raise AssertionError("no two runs succeeded on the distributed schema")
         finally:
             stop.set()
             await asyncio.wait_for(worker, timeout=10)
 
-    assert asyncio.run(fire_once())[0] == ("succeeded",)
+    asyncio.run(fire())
+    with psycopg.connect(url, autocommit=True) as conn:
+        fires = conn.execute(
+            """SELECT f.status, r.status, r.result FROM agentlab_sched.fires f
+               JOIN agentlab_sched.runs r ON r.fire_id = f.id ORDER BY f.fire_at LIMIT 2"""
+        ).fetchall()
+        assert fires == [("started", "succeeded", {"n": 1}), ("started", "succeeded", {"n": 1})]
+        # The audit row of the schedule's creation, in the shard of its schedule id.
+        assert conn.execute(
+            """SELECT c.operation, c.schedule_name FROM agentlab_sched.schedule_changes c
+               JOIN agentlab_sched.schedules s ON s.id = c.schedule_id"""
+        ).fetchall() == [("insert", "every-second")]
 
 
 @pytest.fixture(scope="module")
