@@ -7,20 +7,29 @@
   schedule distributed by schedule id and colocated, the catalogues as reference tables, a claim of
   one schedule's row with FOR UPDATE SKIP LOCKED routed to its node, and what Citus refuses: a claim
   over many shards with FOR UPDATE, a unique name without the distribution column, a foreign key from a
-  distributed table to a table of the coordinator's (Procrastinate's jobs).
+  distributed table to a table of the coordinator's (Procrastinate's jobs);
+- once-only on the distributed schema: worker processes killed with SIGKILL while firing, 0 duplicates,
+  0 lost.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg.rows import dict_row
 
 from agentlab_sched.database.migrate import MigrateReport, migrate
 from agentlab_sched.errors import SchedError
@@ -272,3 +281,98 @@ def test_a_batch_claim_per_shard_group_runs_where_the_shards_live(distributed: A
         "SELECT count(*), count(DISTINCT schedule_id) FROM fires WHERE fire_at = '2026-01-01 00:00+00'",
         dbname="sched",
     ) == [(50, 50)]
+
+
+CHAOS_SCHEDULES = 20
+CHAOS_WORKERS = 2
+CHAOS_KILLS = 3
+ROOT = Path(__file__).resolve().parents[2]
+WORKER = [sys.executable, "-c", "from agentlab_sched.cli import main; main()", "worker", "--quiet"]
+
+
+def _start_worker(url: str) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "AGENTLAB_SCHED_DATABASE_URL": url,
+        "AGENTLAB_SCHED_LOCALE": "en",
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
+    }
+    return subprocess.Popen(WORKER, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+
+
+def test_once_only_on_the_distributed_schema_through_kill_9(cluster: Any) -> None:
+    """Worker processes on the cluster killed with SIGKILL while firing, one at a time, each replaced:
+    every due time of every schedule has exactly one ledger row (0 duplicates), none is missing between a
+    schedule's first fire and its next_run_at (0 lost), and every started fire has exactly one run."""
+    from bench.common import insert_schedules
+
+    url = citus_database(cluster, "sched_chaos")
+    migrate(url, locale="en")
+    conn = psycopg.connect(url, autocommit=True, row_factory=dict_row)
+    workers: list[subprocess.Popen[bytes]] = []
+    try:
+        insert_schedules(conn, CHAOS_SCHEDULES, cron="* * * * * *", next_run_at=None, prefix="echo", task="demo.echo")
+
+        def started(worker: subprocess.Popen[bytes]) -> subprocess.Popen[bytes]:
+            """``worker`` once it has reported in the registry (its signal handlers are set by then)."""
+            deadline = time.monotonic() + 60
+            while not conn.execute("SELECT 1 FROM agentlab_sched.workers WHERE pid = %s", (worker.pid,)).fetchall():
+                assert time.monotonic() < deadline and worker.poll() is None, "a worker did not start"
+                time.sleep(0.2)
+            return worker
+
+        workers = [started(_start_worker(url)) for _ in range(CHAOS_WORKERS)]
+
+        def fired() -> int:
+            (n,) = conn.execute("SELECT count(*) FROM agentlab_sched.fires").fetchone().values()
+            return int(n)
+
+        for kill in range(CHAOS_KILLS):
+            start = fired()
+            deadline = time.monotonic() + 60
+            while fired() < start + CHAOS_SCHEDULES * 2 and time.monotonic() < deadline:
+                time.sleep(0.2)  # firing: two more seconds' worth of ledger rows
+            assert fired() >= start + CHAOS_SCHEDULES * 2, "the workers stopped firing"
+            victim = workers[kill % CHAOS_WORKERS]
+            victim.send_signal(signal.SIGKILL)
+            victim.wait(10)
+            workers[kill % CHAOS_WORKERS] = started(_start_worker(url))
+        for worker in workers:
+            worker.send_signal(signal.SIGTERM)
+        for worker in workers:
+            assert worker.wait(30) == 0
+
+        duplicates = conn.execute(
+            "SELECT schedule_id, fire_at, count(*) FROM agentlab_sched.fires GROUP BY 1, 2 HAVING count(*) > 1"
+        ).fetchall()
+        assert duplicates == []
+        rows = conn.execute(
+            """SELECT s.id, s.next_run_at, f.fire_at, f.status FROM agentlab_sched.schedules s
+               JOIN agentlab_sched.fires f ON f.schedule_id = s.id WHERE f.kind IN ('scheduled', 'misfire')
+               ORDER BY s.id, f.fire_at"""
+        ).fetchall()
+        by_schedule: dict[int, list[dict[str, Any]]] = {}
+        for row in rows:
+            by_schedule.setdefault(row["id"], []).append(row)
+        assert len(by_schedule) == CHAOS_SCHEDULES
+        second = timedelta(seconds=1)
+        for sid, fires in by_schedule.items():
+            # Due times one second apart (a skipped_misfire row stands for its backlog), and the pending
+            # one right after the last: nothing lost.
+            for before, after in itertools.pairwise(fires):
+                assert after["fire_at"] - before["fire_at"] == second or before["status"] == "skipped_misfire", (
+                    sid, before, after,
+                )  # fmt: skip
+            assert fires[-1]["next_run_at"] == fires[-1]["fire_at"] + second, (sid, fires[-1])
+        runs_per_fire = conn.execute(
+            """SELECT f.id, f.status, count(r.id) AS runs FROM agentlab_sched.fires f
+               LEFT JOIN agentlab_sched.runs r ON r.fire_id = f.id GROUP BY f.id, f.status
+               HAVING count(r.id) <> CASE WHEN f.status = 'started' THEN 1 ELSE 0 END"""
+        ).fetchall()
+        assert runs_per_fire == []
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait(10)
+        conn.close()

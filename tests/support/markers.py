@@ -43,6 +43,7 @@ SLOW = frozenset(
         "worker/test_worker_pool_open.py",
         "database/test_sync_migrate_locks.py",
         "runs/test_run_model.py",
+        "cluster/test_citus.py::test_once_only_on_the_distributed_schema_through_kill_9",
     }
 )
 
