@@ -23,17 +23,18 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg.rows import dict_row
 
+from agentlab_sched.database import citus
 from agentlab_sched.database.migrate import MigrateReport, migrate
-from agentlab_sched.errors import SchedError
 from agentlab_sched.demo import make_app
+from agentlab_sched.errors import SchedError
 from agentlab_sched.settings import Settings
 from agentlab_sched.worker.process import run_worker
 
@@ -376,3 +377,39 @@ def test_once_only_on_the_distributed_schema_through_kill_9(cluster: Any) -> Non
                 worker.kill()
                 worker.wait(10)
         conn.close()
+
+
+def test_the_citus_step_follows_a_table_partitioned_by_time(cluster: Any) -> None:
+    """The step works on the shape it finds: an audit partitioned by time (its primary key includes the
+    partition column) is distributed with its partitions, its keys given the schedule id in front."""
+    url = citus_database(cluster, "sched_partitioned")
+    with psycopg.connect(url) as conn:
+        conn.execute(
+            """CREATE SCHEMA agentlab_sched;
+               CREATE TABLE agentlab_sched.schedule_changes (
+                   id bigint GENERATED ALWAYS AS IDENTITY, schedule_id bigint NOT NULL,
+                   changed_at timestamptz NOT NULL, PRIMARY KEY (id, changed_at)) PARTITION BY RANGE (changed_at);
+               CREATE TABLE agentlab_sched.schedule_changes_2026_01 PARTITION OF agentlab_sched.schedule_changes
+                   FOR VALUES FROM ('2026-01-01') TO ('2026-02-01');
+               INSERT INTO agentlab_sched.schedule_changes (schedule_id, changed_at) VALUES (7, '2026-01-02')"""
+        )
+        assert citus.distribute(conn) == ["agentlab_sched.schedule_changes: distributed by schedule_id"]
+        assert citus.distribute(conn) == []
+        conn.commit()
+        keys = conn.execute(
+            """SELECT conrelid::regclass::text, pg_get_constraintdef(oid) FROM pg_constraint
+               WHERE contype = 'p' AND connamespace = 'agentlab_sched'::regnamespace ORDER BY 1"""
+        ).fetchall()
+        assert keys == [
+            ("agentlab_sched.schedule_changes", "PRIMARY KEY (schedule_id, id, changed_at)"),
+            ("agentlab_sched.schedule_changes_2026_01", "PRIMARY KEY (schedule_id, id, changed_at)"),
+        ]
+        placed = conn.execute(
+            """SELECT table_name::text, citus_table_type, distribution_column FROM citus_tables
+               WHERE table_name::text LIKE 'agentlab_sched.%' ORDER BY 1"""
+        ).fetchall()
+        assert placed == [
+            ("agentlab_sched.schedule_changes", "distributed", "schedule_id"),
+            ("agentlab_sched.schedule_changes_2026_01", "distributed", "schedule_id"),
+        ]
+        assert conn.execute("SELECT schedule_id FROM agentlab_sched.schedule_changes").fetchall() == [(7,)]

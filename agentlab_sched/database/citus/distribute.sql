@@ -14,7 +14,7 @@
 -- follows the schema it finds: every primary key and unique constraint must include the distribution
 -- column (it is added in front of the columns), and identity columns must be bigint (they are).
 
-CREATE FUNCTION pg_temp.citus_reference_tables() RETURNS SETOF regclass
+CREATE OR REPLACE FUNCTION pg_temp.citus_reference_tables() RETURNS SETOF regclass
 LANGUAGE sql STABLE
 AS $$
     SELECT to_regclass(name) FROM (VALUES
@@ -28,7 +28,7 @@ AS $$
 $$;
 
 -- (table, distribution column), the first one the colocation group the others join.
-CREATE FUNCTION pg_temp.citus_distributed_tables() RETURNS TABLE (rel regclass, key name)
+CREATE OR REPLACE FUNCTION pg_temp.citus_distributed_tables() RETURNS TABLE (rel regclass, key name)
 LANGUAGE sql STABLE
 AS $$
     SELECT to_regclass(name), key::name FROM (VALUES
@@ -39,7 +39,7 @@ AS $$
 $$;
 
 -- Whether Citus manages `rel` already (as any kind of table).
-CREATE FUNCTION pg_temp.citus_managed(rel regclass) RETURNS boolean
+CREATE OR REPLACE FUNCTION pg_temp.citus_managed(rel regclass) RETURNS boolean
 LANGUAGE sql STABLE
 AS $$
     SELECT EXISTS (SELECT FROM pg_dist_partition p WHERE p.logicalrelid = rel)
@@ -47,7 +47,7 @@ $$;
 
 -- Make every primary key and unique constraint of `rel` that lacks `key` include it (in front): Citus
 -- enforces uniqueness within a shard only. The constraint keeps its name. Returns the names changed.
-CREATE FUNCTION pg_temp.citus_fit_keys(rel regclass, key name) RETURNS SETOF name
+CREATE OR REPLACE FUNCTION pg_temp.citus_fit_keys(rel regclass, key name) RETURNS SETOF name
 LANGUAGE plpgsql
 AS $$
 DECLARE
@@ -74,7 +74,7 @@ END
 $$;
 
 -- Apply both lists: one row per table this call handed to Citus, with what it became.
-CREATE FUNCTION pg_temp.citus_distribute() RETURNS TABLE (table_name text, placement text)
+CREATE OR REPLACE FUNCTION pg_temp.citus_distribute() RETURNS TABLE (table_name text, placement text)
 LANGUAGE plpgsql
 AS $$
 DECLARE
