@@ -8,8 +8,9 @@
 - The run and fire statuses (``core/statuses.py``), before ``sql/`` (which makes helpers from them).
 - The message catalogue, the error registry (``errors.py``), the schedule options
   (``core/options.py``) and the deployment settings the database renders and validates with.
-- On a Citus coordinator only (the citus extension installed), last: the Citus step (``citus.py``),
-  which makes the tables of docs/scaling.md's design reference or distributed tables, once.
+- On a Citus coordinator only (the citus extension installed), last: the Citus step
+  (``citus_step.py``), which makes the tables of docs/scaling.md's design reference or distributed
+  tables, once.
 
 Everything runs under a transaction-scoped advisory lock, so two concurrent migrates are safe: the
 second waits, then finds nothing to do.
@@ -27,7 +28,7 @@ import psycopg
 
 from agentlab_sched import errors, limits, messages
 from agentlab_sched.core import options, statuses
-from agentlab_sched.database import citus, queries, upstream
+from agentlab_sched.database import citus_step, queries, upstream
 from agentlab_sched.errors import SchedError
 from agentlab_sched.settings import Settings
 
@@ -98,8 +99,8 @@ def migrate(
             _catalogue(conn, locale, on_time_window)
             if cron_schema:
                 report.cron_blocker = queries.value_sync(conn, "install_cron_compat", {"schema": cron_schema})
-            if citus.installed(conn):
-                report.citus = citus.distribute(conn)
+            if citus_step.installed(conn):
+                report.citus = citus_step.distribute(conn)
     return report
 
 

@@ -31,7 +31,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from agentlab_sched.database import citus, queries
+from agentlab_sched.database import citus_step, queries
 from agentlab_sched.database.migrate import MigrateReport, migrate
 from agentlab_sched.demo import make_app
 from agentlab_sched.errors import SchedError
@@ -410,8 +410,8 @@ def test_the_citus_step_follows_a_table_partitioned_by_time(cluster: Any) -> Non
                    FOR VALUES FROM ('2026-01-01') TO ('2026-02-01');
                INSERT INTO agentlab_sched.schedule_changes (schedule_id, changed_at) VALUES (7, '2026-01-02')"""
         )
-        assert citus.distribute(conn) == ["agentlab_sched.schedule_changes: distributed by schedule_id"]
-        assert citus.distribute(conn) == []
+        assert citus_step.distribute(conn) == ["agentlab_sched.schedule_changes: distributed by schedule_id"]
+        assert citus_step.distribute(conn) == []
         conn.commit()
         keys = conn.execute(
             """SELECT conrelid::regclass::text, pg_get_constraintdef(oid) FROM pg_constraint

@@ -1,7 +1,7 @@
--- The Citus step of `migrate` (docs/scaling.md, "Past one PostgreSQL: Citus"): run after the migrations
--- and sql/, and only on a database where the citus extension is installed (database/citus.py checks);
--- never on plain PostgreSQL. It makes pg_temp.citus_distribute(), which migrate calls once and which is
--- gone with the session.
+-- The Citus step of `migrate` (docs/scaling.md, "Past one PostgreSQL: Citus"): run after the
+-- migrations and sql/, and only on a database where the citus extension is installed
+-- (database/citus_step.py checks); never on plain PostgreSQL. It makes pg_temp.citus_distribute(),
+-- which migrate calls once and which is gone with the session.
 --
 -- Driven by two lists, each table taken only if it exists and Citus does not manage it yet, so running it
 -- again changes nothing and it works on whatever shape the migrations gave the tables (plain or
