@@ -14,6 +14,10 @@
 -- follows the schema it finds: every primary key and unique constraint must include the distribution
 -- column (it is added in front of the columns), and identity columns must be bigint (they are).
 
+-- Citus warns that functions of pg_temp are made on this node only, and notices every table it copies:
+-- for the rest of migrate's transaction (this step is its last), only errors reach the caller.
+SET LOCAL client_min_messages = error;
+
 CREATE OR REPLACE FUNCTION pg_temp.citus_reference_tables() RETURNS SETOF regclass
 LANGUAGE sql STABLE
 AS $$
