@@ -198,6 +198,7 @@ REGISTRY: dict[str, ErrorCode] = {
             "request.duplicate",
             "request.error",
             "schedule.defined_in_code",
+            "migrate.citus_coordinator",
         ),
     ]
 }

@@ -8,6 +8,9 @@
 - The run and fire statuses (``core/statuses.py``), before ``sql/`` (which makes helpers from them).
 - The message catalogue, the error registry (``errors.py``), the schedule options
   (``core/options.py``) and the deployment settings the database renders and validates with.
+- On a Citus coordinator only (the citus extension installed), last: the Citus step
+  (``citus_step.py``), which makes the tables of docs/scaling.md's design reference or distributed
+  tables, once.
 
 Everything runs under a transaction-scoped advisory lock, so two concurrent migrates are safe: the
 second waits, then finds nothing to do.
@@ -25,7 +28,7 @@ import psycopg
 
 from agentlab_sched import errors, limits, messages
 from agentlab_sched.core import options, statuses
-from agentlab_sched.database import queries, upstream
+from agentlab_sched.database import citus_step, queries, upstream
 from agentlab_sched.errors import SchedError
 from agentlab_sched.settings import Settings
 
@@ -48,10 +51,12 @@ class MigrateReport:
     #: The schema of the pg_cron-compatible views, and why they were not made there (None: made).
     cron_schema: str | None = None
     cron_blocker: str | None = None
+    #: Tables the Citus step handed to Citus (``table: placement``); empty on plain PostgreSQL.
+    citus: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
-        return bool(self.procrastinate or self.applied)
+        return bool(self.procrastinate or self.applied or self.citus)
 
 
 def checksum(text: str) -> str:
@@ -97,6 +102,8 @@ def migrate(
             queries.execute_sync(conn, "drop_unattached_history")
             if cron_schema:
                 report.cron_blocker = queries.value_sync(conn, "install_cron_compat", {"schema": cron_schema})
+            if citus_step.installed(conn):
+                report.citus = citus_step.distribute(conn)
     return report
 
 

@@ -341,6 +341,12 @@ MESSAGES.update(
             "this role may do; choose another name",
             "「{field}」:角色 {name} 是超级用户或 agentlab_sched 模式的属主,无法限制到这个角色应有的权限;请换一个名字",
         ),
+        "migrate.citus_coordinator": (
+            "migrate did not change the database: the citus extension is installed but the coordinator is not "
+            "in Citus's node list; run SELECT citus_set_coordinator_host('<host>', <port>) and migrate again",
+            "migrate 未改动数据库:已安装 citus 扩展,但协调节点不在 Citus 的节点列表中;请先运行 SELECT "
+            "citus_set_coordinator_host('<host>', <port>),再运行 migrate",
+        ),
         "migrate.locked": (
             "migrate did not start: another session has held migrate's lock for 10 s ({holder}); let it finish "
             "(or end it: SELECT pg_terminate_backend(pid)) and run migrate again",

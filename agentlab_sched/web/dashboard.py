@@ -375,9 +375,12 @@ async def schedules_page(dash: Dashboard, request: Request, person: Person) -> R
     status_words = {st: messages.render(f"fire.status.{st}", locale) for st in lifecycle.FIRE_STATUSES}
     async with dash.conn(request, person) as conn:
         rows = await queries.rows(conn, "web_schedules", {**filters, "after": after, "limit": PAGE_SIZE + 1})
-    more = len(rows) > PAGE_SIZE
-    rows = rows[:PAGE_SIZE]
+        more = len(rows) > PAGE_SIZE
+        rows = rows[:PAGE_SIZE]
+        changed = await queries.rows(conn, "web_changed_by", {"ids": [row["id"] for row in rows]}) if rows else []
+    changed_by = {c["id"]: c["changed_by"] for c in changed}
     for row in rows:
+        row["changed_by"] = changed_by.get(row["id"])
         row["words"] = words.cron_words(row["cron"], row["timezone"], locale)
         row["dst"] = _dst_mark(row)
         for fire in row["strip"]:

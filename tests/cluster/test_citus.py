@@ -1,28 +1,40 @@
 """Citus 13 on this machine: a coordinator and two workers (PostgreSQL 15 each).
 
-- `migrate` on the coordinator works as on one PostgreSQL: every table stays local to the coordinator
-  (nothing of Citus is needed, nothing is distributed by itself), and a worker fires there;
+- `migrate` on a coordinator creates the distributed schema of docs/scaling.md once (the catalogues
+  reference tables, the audit distributed by schedule id), refuses a database whose coordinator is not a
+  node of its own, and a worker fires on the distributed schema;
 - what docs/scaling.md's distribution rests on, checked against the real Citus: the tables of one
   schedule distributed by schedule id and colocated, the catalogues as reference tables, a claim of
   one schedule's row with FOR UPDATE SKIP LOCKED routed to its node, and what Citus refuses: a claim
   over many shards with FOR UPDATE, a unique name without the distribution column, a foreign key from a
-  distributed table to a table of the coordinator's (Procrastinate's jobs).
+  distributed table to a table of the coordinator's (Procrastinate's jobs);
+- once-only on the distributed schema: worker processes killed with SIGKILL while firing, 0 duplicates,
+  0 lost.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg.rows import dict_row
 
-from agentlab_sched.database.migrate import migrate
+from agentlab_sched.database import citus_step, queries
+from agentlab_sched.database.migrate import MigrateReport, migrate
 from agentlab_sched.demo import make_app
+from agentlab_sched.errors import SchedError
 from agentlab_sched.settings import Settings
 from agentlab_sched.worker.process import run_worker
 
@@ -43,21 +55,87 @@ def test_a_coordinator_and_two_workers(cluster: Any) -> None:
     assert version.startswith("13.")
 
 
-def test_migrate_on_the_coordinator_keeps_every_table_local_and_a_worker_fires(cluster: Any) -> None:
+def test_migrate_refuses_a_citus_database_whose_coordinator_is_not_a_node_and_writes_nothing(cluster: Any) -> None:
     coordinator = cluster.coordinator
-    coordinator.execute("CREATE DATABASE plain_on_citus")
-    coordinator.execute("CREATE EXTENSION citus", dbname="plain_on_citus")
-    url = coordinator.url("plain_on_citus")
-    migrate(url)
-    assert coordinator.rows("SELECT count(*) FROM citus_tables", dbname="plain_on_citus") == [(0,)]
+    coordinator.execute("CREATE DATABASE citus_no_nodes")
+    coordinator.execute("CREATE EXTENSION citus", dbname="citus_no_nodes")
+    with pytest.raises(SchedError) as no:
+        migrate(coordinator.url("citus_no_nodes"), locale="en")
+    assert no.value.code == "migrate.citus_coordinator"
+    assert str(no.value) == (
+        "migrate did not change the database: the citus extension is installed but the coordinator is not in "
+        "Citus's node list; run SELECT citus_set_coordinator_host('<host>', <port>) and migrate again"
+    )
+    assert coordinator.rows(
+        "SELECT to_regnamespace('agentlab_sched'), to_regclass('procrastinate_jobs')", dbname="citus_no_nodes"
+    ) == [(None, None)]
 
-    async def fire_once() -> list[tuple[Any, ...]]:
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(
-                """INSERT INTO agentlab_sched.schedules (name, cron, task, inputs, timezone)
-                   VALUES ('every-second', '* * * * * *', 'demo.echo', %s::jsonb, 'UTC')""",
-                (json.dumps({"n": 1}),),
-            )
+
+#: What migrate makes of the tables on Citus (docs/scaling.md).
+PLACEMENTS = [
+    ("agentlab_sched.config", "reference", "<none>"),
+    ("agentlab_sched.error_codes", "reference", "<none>"),
+    ("agentlab_sched.messages", "reference", "<none>"),
+    ("agentlab_sched.schedule_changes", "distributed", "schedule_id"),
+    ("agentlab_sched.schedule_options", "reference", "<none>"),
+    ("agentlab_sched.statuses", "reference", "<none>"),
+]
+
+
+def citus_database(cluster: Any, name: str) -> str:
+    """A new database ``name`` on every node of ``cluster`` with the extension, the coordinator and the
+    workers in its node list; the coordinator's URL of it."""
+    for server in [cluster.coordinator, *cluster.workers]:
+        server.execute(f'CREATE DATABASE "{name}"')
+        server.execute("CREATE EXTENSION citus", dbname=name)
+    cluster.coordinator.execute(
+        f"SELECT citus_set_coordinator_host('127.0.0.1', {cluster.coordinator.port})",
+        *[f"SELECT citus_add_node('127.0.0.1', {w.port})" for w in cluster.workers],
+        dbname=name,
+    )
+    return str(cluster.coordinator.url(name))
+
+
+@pytest.fixture(scope="module")
+def citus_db(cluster: Any) -> tuple[str, MigrateReport]:
+    """(URL, report of its first migrate): a database on the cluster migrated once."""
+    url = citus_database(cluster, "sched_citus")
+    return url, migrate(url, locale="en")
+
+
+def test_migrate_on_citus_creates_the_distributed_schema_once(citus_db: tuple[str, MigrateReport]) -> None:
+    url, first = citus_db
+    assert sorted(first.citus) == [f"{t}: {kind}" if kind == "reference" else f"{t}: distributed by {key}"
+                                   for t, kind, key in PLACEMENTS]  # fmt: skip
+    with psycopg.connect(url, autocommit=True) as conn:
+        placed = conn.execute(
+            """SELECT table_name::text, citus_table_type, distribution_column FROM citus_tables
+               WHERE table_name::text LIKE 'agentlab_sched.%' ORDER BY 1"""
+        ).fetchall()
+        assert placed == PLACEMENTS
+        # Citus enforces a key within a shard: the audit's primary key includes the schedule id.
+        (key,) = conn.execute(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'schedule_changes_pkey'"
+        ).fetchone() or (None,)
+        assert key == "PRIMARY KEY (schedule_id, id)"
+        (shards,) = conn.execute(
+            """SELECT count(DISTINCT nodeport) FROM citus_shards
+               WHERE table_name = 'agentlab_sched.schedule_changes'::regclass"""
+        ).fetchone() or (0,)
+        assert shards == 2  # on both workers
+    again = migrate(url, locale="en")
+    assert (again.citus, again.applied, again.procrastinate, again.changed) == ([], [], [], False)
+
+
+def test_a_worker_fires_on_the_distributed_schema(citus_db: tuple[str, MigrateReport]) -> None:
+    url, _ = citus_db
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "SELECT agentlab_sched.schedule('every-second', '* * * * * *', 'demo.echo', %s::jsonb)",
+            (json.dumps({"n": 1}),),
+        )
+
+    async def fire() -> None:
         stop = asyncio.Event()
         worker = asyncio.create_task(
             run_worker(make_app(url), url, stop=stop, install_signal_handlers=False, settings=Settings(locale="en"))
@@ -65,18 +143,47 @@ def test_migrate_on_the_coordinator_keeps_every_table_local_and_a_worker_fires(c
         try:
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
-                rows = coordinator.rows(
-                    "SELECT status FROM agentlab_sched.runs WHERE status = 'succeeded'", dbname="plain_on_citus"
-                )
-                if rows:
-                    return rows
-                await asyncio.sleep(0.1)
-            raise AssertionError("no run succeeded on the Citus coordinator")
+                with psycopg.connect(url, autocommit=True) as conn:
+                    (done,) = conn.execute(
+                        "SELECT count(*) FROM agentlab_sched.runs WHERE status = 'succeeded'"
+                    ).fetchone() or (0,)
+                if done >= 2:
+                    return
+                await asyncio.sleep(0.2)
+            raise AssertionError("no two runs succeeded on the distributed schema")
         finally:
             stop.set()
             await asyncio.wait_for(worker, timeout=10)
 
-    assert asyncio.run(fire_once())[0] == ("succeeded",)
+    asyncio.run(fire())
+    with psycopg.connect(url, autocommit=True) as conn:
+        fires = conn.execute(
+            """SELECT f.status, r.status, r.result FROM agentlab_sched.fires f
+               JOIN agentlab_sched.runs r ON r.fire_id = f.id ORDER BY f.fire_at LIMIT 2"""
+        ).fetchall()
+        assert fires == [("started", "succeeded", {"n": 1}), ("started", "succeeded", {"n": 1})]
+        # The audit row of the schedule's creation, in the shard of its schedule id.
+        assert conn.execute(
+            """SELECT c.operation, c.schedule_name FROM agentlab_sched.schedule_changes c
+               JOIN agentlab_sched.schedules s ON s.id = c.schedule_id"""
+        ).fetchall() == [("insert", "every-second")]
+        # The dashboard's schedules page: its page of schedules, and who changed each (the audit) apart.
+        page = queries.rows_sync(
+            conn, "web_schedules", {"status": None, "task": None, "text": None, "after": None, "limit": 10}
+        )
+        assert [row["name"] for row in page] == ["every-second"]
+        assert queries.rows_sync(conn, "web_changed_by", {"ids": [page[0]["id"]]}) == [
+            {"id": page[0]["id"], "changed_by": "postgres"}
+        ]
+
+
+def test_what_citus_refuses_on_the_distributed_schema(citus_db: tuple[str, MigrateReport]) -> None:
+    """pg_cron's cron.job view names each schedule's creator by a subquery of the audit per schedule, which
+    Citus does not run once the audit is distributed (docs/scaling.md lists it)."""
+    url, _ = citus_db
+    with psycopg.connect(url, autocommit=True) as conn, pytest.raises(psycopg.errors.FeatureNotSupported) as no:
+        conn.execute("SELECT jobid, username FROM cron.job")
+    assert "direct joins between distributed and local tables are not supported" in str(no.value)
 
 
 @pytest.fixture(scope="module")
@@ -192,3 +299,134 @@ def test_a_batch_claim_per_shard_group_runs_where_the_shards_live(distributed: A
         "SELECT count(*), count(DISTINCT schedule_id) FROM fires WHERE fire_at = '2026-01-01 00:00+00'",
         dbname="sched",
     ) == [(50, 50)]
+
+
+CHAOS_SCHEDULES = 20
+CHAOS_WORKERS = 2
+CHAOS_KILLS = 3
+ROOT = Path(__file__).resolve().parents[2]
+WORKER = [sys.executable, "-c", "from agentlab_sched.cli import main; main()", "worker", "--quiet"]
+
+
+def _start_worker(url: str) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "AGENTLAB_SCHED_DATABASE_URL": url,
+        "AGENTLAB_SCHED_LOCALE": "en",
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
+    }
+    return subprocess.Popen(WORKER, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+
+
+def test_once_only_on_the_distributed_schema_through_kill_9(cluster: Any) -> None:
+    """Worker processes on the cluster killed with SIGKILL while firing, one at a time, each replaced:
+    every due time of every schedule has exactly one ledger row (0 duplicates), none is missing between a
+    schedule's first fire and its next_run_at (0 lost), and every started fire has exactly one run."""
+    from bench.common import insert_schedules
+
+    url = citus_database(cluster, "sched_chaos")
+    migrate(url, locale="en")
+    conn = psycopg.connect(url, autocommit=True, row_factory=dict_row)
+    workers: list[subprocess.Popen[bytes]] = []
+    try:
+        insert_schedules(conn, CHAOS_SCHEDULES, cron="* * * * * *", next_run_at=None, prefix="echo", task="demo.echo")
+
+        def started(worker: subprocess.Popen[bytes]) -> subprocess.Popen[bytes]:
+            """``worker`` once it has reported in the registry (its signal handlers are set by then)."""
+            deadline = time.monotonic() + 60
+            while not conn.execute("SELECT 1 FROM agentlab_sched.workers WHERE pid = %s", (worker.pid,)).fetchall():
+                assert time.monotonic() < deadline and worker.poll() is None, "a worker did not start"
+                time.sleep(0.2)
+            return worker
+
+        workers = [started(_start_worker(url)) for _ in range(CHAOS_WORKERS)]
+
+        def fired() -> int:
+            (n,) = conn.execute("SELECT count(*) FROM agentlab_sched.fires").fetchone().values()
+            return int(n)
+
+        for kill in range(CHAOS_KILLS):
+            start = fired()
+            deadline = time.monotonic() + 60
+            while fired() < start + CHAOS_SCHEDULES * 2 and time.monotonic() < deadline:
+                time.sleep(0.2)  # firing: two more seconds' worth of ledger rows
+            assert fired() >= start + CHAOS_SCHEDULES * 2, "the workers stopped firing"
+            victim = workers[kill % CHAOS_WORKERS]
+            victim.send_signal(signal.SIGKILL)
+            victim.wait(10)
+            workers[kill % CHAOS_WORKERS] = started(_start_worker(url))
+        for worker in workers:
+            worker.send_signal(signal.SIGTERM)
+        for worker in workers:
+            assert worker.wait(30) == 0
+
+        duplicates = conn.execute(
+            "SELECT schedule_id, fire_at, count(*) FROM agentlab_sched.fires GROUP BY 1, 2 HAVING count(*) > 1"
+        ).fetchall()
+        assert duplicates == []
+        rows = conn.execute(
+            """SELECT s.id, s.next_run_at, f.fire_at, f.status FROM agentlab_sched.schedules s
+               JOIN agentlab_sched.fires f ON f.schedule_id = s.id WHERE f.kind IN ('scheduled', 'misfire')
+               ORDER BY s.id, f.fire_at"""
+        ).fetchall()
+        by_schedule: dict[int, list[dict[str, Any]]] = {}
+        for row in rows:
+            by_schedule.setdefault(row["id"], []).append(row)
+        assert len(by_schedule) == CHAOS_SCHEDULES
+        second = timedelta(seconds=1)
+        for sid, fires in by_schedule.items():
+            # Due times one second apart (a skipped_misfire row stands for its backlog), and the pending
+            # one right after the last: nothing lost.
+            for before, after in itertools.pairwise(fires):
+                assert after["fire_at"] - before["fire_at"] == second or before["status"] == "skipped_misfire", (
+                    sid, before, after,
+                )  # fmt: skip
+            assert fires[-1]["next_run_at"] == fires[-1]["fire_at"] + second, (sid, fires[-1])
+        runs_per_fire = conn.execute(
+            """SELECT f.id, f.status, count(r.id) AS runs FROM agentlab_sched.fires f
+               LEFT JOIN agentlab_sched.runs r ON r.fire_id = f.id GROUP BY f.id, f.status
+               HAVING count(r.id) <> CASE WHEN f.status = 'started' THEN 1 ELSE 0 END"""
+        ).fetchall()
+        assert runs_per_fire == []
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait(10)
+        conn.close()
+
+
+def test_the_citus_step_follows_a_table_partitioned_by_time(cluster: Any) -> None:
+    """The step works on the shape it finds: an audit partitioned by time (its primary key includes the
+    partition column) is distributed with its partitions, its keys given the schedule id in front."""
+    url = citus_database(cluster, "sched_partitioned")
+    with psycopg.connect(url) as conn:
+        conn.execute(
+            """CREATE SCHEMA agentlab_sched;
+               CREATE TABLE agentlab_sched.schedule_changes (
+                   id bigint GENERATED ALWAYS AS IDENTITY, schedule_id bigint NOT NULL,
+                   changed_at timestamptz NOT NULL, PRIMARY KEY (id, changed_at)) PARTITION BY RANGE (changed_at);
+               CREATE TABLE agentlab_sched.schedule_changes_2026_01 PARTITION OF agentlab_sched.schedule_changes
+                   FOR VALUES FROM ('2026-01-01') TO ('2026-02-01');
+               INSERT INTO agentlab_sched.schedule_changes (schedule_id, changed_at) VALUES (7, '2026-01-02')"""
+        )
+        assert citus_step.distribute(conn) == ["agentlab_sched.schedule_changes: distributed by schedule_id"]
+        assert citus_step.distribute(conn) == []
+        conn.commit()
+        keys = conn.execute(
+            """SELECT conrelid::regclass::text, pg_get_constraintdef(oid) FROM pg_constraint
+               WHERE contype = 'p' AND connamespace = 'agentlab_sched'::regnamespace ORDER BY 1"""
+        ).fetchall()
+        assert keys == [
+            ("agentlab_sched.schedule_changes", "PRIMARY KEY (schedule_id, id, changed_at)"),
+            ("agentlab_sched.schedule_changes_2026_01", "PRIMARY KEY (schedule_id, id, changed_at)"),
+        ]
+        placed = conn.execute(
+            """SELECT table_name::text, citus_table_type, distribution_column FROM citus_tables
+               WHERE table_name::text LIKE 'agentlab_sched.%' ORDER BY 1"""
+        ).fetchall()
+        assert placed == [
+            ("agentlab_sched.schedule_changes", "distributed", "schedule_id"),
+            ("agentlab_sched.schedule_changes_2026_01", "distributed", "schedule_id"),
+        ]
+        assert conn.execute("SELECT schedule_id FROM agentlab_sched.schedule_changes").fetchall() == [(7,)]

@@ -24,6 +24,7 @@ def _tables(url: str) -> list[str]:
 def test_migrate_creates_everything_and_twice_changes_nothing(empty_db_url: str) -> None:
     first = migrate(empty_db_url)
     assert first.procrastinate == ["schema.sql"]
+    assert first.citus == []  # plain PostgreSQL: the Citus step does not run
     assert first.applied == sorted(p.name for p in migrate_module.MIGRATIONS_DIR.glob("*.sql"))
     assert "schedules" in _tables(empty_db_url) and "fires" in _tables(empty_db_url)
     second = migrate(empty_db_url)

@@ -46,6 +46,7 @@ SLOW = frozenset(
         "database/test_sync_migrate_locks.py",
         "runs/test_run_model.py",
         "web/test_web_browser.py::test_a_run_suspended_by_killing_its_worker_is_resumed_on_screen_and_goes_on",
+        "cluster/test_citus.py::test_once_only_on_the_distributed_schema_through_kill_9",
     }
 )
 

@@ -68,6 +68,7 @@ def test_admin_sees_every_action_and_acts_as_itself(web: Web) -> None:
     assert who == (web.admin,)  # the person, not the server
     listing = client.get("/schedules?status=paused").text
     assert 'data-schedule="report"' in listing and "maintenance window" in listing
+    assert f"<small>by {web.admin}, " in listing  # who paused it: the audit's newest row
 
 
 def test_reader_sees_no_button_and_a_post_is_refused_by_the_database(web: Web) -> None:

@@ -181,3 +181,16 @@ SELECT agentlab_sched.ensure_partitions(now()) AS made
 -- name: drop_unattached_history
 -- The history tables an upgrade left out (empty), once sql/ made their views again on the parents.
 SELECT agentlab_sched.drop_unattached_history() AS dropped
+
+-- name: has_citus
+-- Whether the citus extension is installed in this database (migrate then runs its Citus step).
+SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') AS found
+
+-- name: citus_distribute
+-- The Citus step (database/citus/distribute.sql, run just before): the tables it handed to Citus now.
+SELECT table_name, placement FROM pg_temp.citus_distribute()
+
+-- name: citus_coordinator_known
+-- Whether the coordinator is in Citus's node list (citus_set_coordinator_host): reference tables then
+-- have a copy here, which the coordinator's local tables join.
+SELECT EXISTS (SELECT FROM pg_dist_node WHERE groupid = 0) AS found

@@ -27,9 +27,10 @@ SELECT
 -- name: web_schedules
 -- One page of schedules by name after %(after)s (NULL: from the start), at most %(limit)s, filtered by
 -- %(status)s (active, paused, failing, overdue, stopped, code; NULL: all), %(task)s and %(text)s (a part of
--- the name or task, any case): the schedule_status row, where it is defined, who changed it last, and its
--- last 30 fires oldest first (the strip; their reasons as code, parameters and recorded text, rendered by
--- the page from the same catalogue: 1,500 msg() calls a page would cost more than the rest of it).
+-- the name or task, any case): the schedule_status row, where it is defined, and its last 30 fires
+-- oldest first (the strip; their reasons as code, parameters and recorded text, rendered by
+-- the page from the same catalogue: 1,500 msg() calls a page would cost more than the rest of it). Who
+-- changed each last is web_changed_by.
 -- The page's ids are chosen first, from the schedules table alone, then the rest is read for them only.
 -- A text alone is first looked for among the next 2,000 names (near): a text most schedules share fills the
 -- page there. Otherwise the order is not taken from the name index (that scan would stop early only if the
@@ -71,8 +72,6 @@ SELECT ss.id, ss.name, ss.cron, ss.timezone, ss.task, ss.enabled, ss.next_run_at
        ss.last_fire_at, ss.last_fire_status, ss.last_fire_reason_code, ss.last_fire_reason,
        ss.last_run_id, ss.last_run_status, ss.consecutive_failures, ss.paused_reason, ss.paused_at,
        ss.version, ss.updated_at, s.defined_in, s.dst_gap, s.dst_repeat,
-       (SELECT c.db_role FROM agentlab_sched.schedule_changes c
-        WHERE c.schedule_id = s.id ORDER BY c.id DESC LIMIT 1) AS changed_by,
        (SELECT coalesce(jsonb_agg(jsonb_build_object(
                    'id', f.id, 'fire_at', f.fire_at, 'kind', f.kind, 'status', f.status,
                    'reason_code', f.reason_code, 'reason_params', f.reason_params, 'reason', f.reason)
@@ -83,6 +82,15 @@ FROM page p
 JOIN agentlab_sched.schedule_status ss ON ss.id = p.id
 JOIN agentlab_sched.schedules s ON s.id = p.id
 ORDER BY p.name
+
+-- name: web_changed_by
+-- Who last changed each schedule of %(ids)s (the newest audit row of each), as (id, changed_by). A query of
+-- its own, not a subquery per schedule of web_schedules: on Citus the audit is distributed, and Citus
+-- does not run a subquery correlated with the coordinator's schedules.
+SELECT DISTINCT ON (c.schedule_id) c.schedule_id AS id, c.db_role AS changed_by
+FROM agentlab_sched.schedule_changes c
+WHERE c.schedule_id = ANY (%(ids)s::bigint[])
+ORDER BY c.schedule_id, c.id DESC
 
 -- name: web_schedule_names
 -- The names of every schedule the filters of web_schedules select (a bulk pause or resume of them), by
