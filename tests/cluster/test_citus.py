@@ -37,6 +37,7 @@ from agentlab_sched.demo import make_app
 from agentlab_sched.errors import SchedError
 from agentlab_sched.settings import Settings
 from agentlab_sched.worker.process import run_worker
+from tests.support.rows import fetched
 
 
 @pytest.fixture(scope="module")
@@ -113,11 +114,12 @@ def test_migrate_on_citus_creates_the_distributed_schema_once(citus_db: tuple[st
                WHERE table_name::text LIKE 'agentlab_sched.%' ORDER BY 1"""
         ).fetchall()
         assert placed == PLACEMENTS
-        # Citus enforces a key within a shard: the audit's primary key includes the schedule id.
+        # Citus enforces a key within a shard: the audit's primary key includes the schedule id (and the
+        # month it is partitioned by).
         (key,) = conn.execute(
             "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'schedule_changes_pkey'"
         ).fetchone() or (None,)
-        assert key == "PRIMARY KEY (schedule_id, id)"
+        assert key == "PRIMARY KEY (schedule_id, id, changed_at)"
         (shards,) = conn.execute(
             """SELECT count(DISTINCT nodeport) FROM citus_shards
                WHERE table_name = 'agentlab_sched.schedule_changes'::regclass"""
@@ -342,7 +344,7 @@ def test_once_only_on_the_distributed_schema_through_kill_9(cluster: Any) -> Non
         workers = [started(_start_worker(url)) for _ in range(CHAOS_WORKERS)]
 
         def fired() -> int:
-            (n,) = conn.execute("SELECT count(*) FROM agentlab_sched.fires").fetchone().values()
+            (n,) = fetched(conn.execute("SELECT count(*) FROM agentlab_sched.fires").fetchone()).values()
             return int(n)
 
         for kill in range(CHAOS_KILLS):
