@@ -8,7 +8,9 @@ hour, half an hour, a whole day (Apia 2011) or backwards (Dublin).
 
 from __future__ import annotations
 
+import itertools
 import os
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,6 +23,7 @@ from psycopg import conninfo
 
 from agentlab_sched import database as db
 from agentlab_sched.core import cron as cronlib
+from agentlab_sched.errors import ValidationError
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +107,7 @@ POLICIES = st.tuples(st.sampled_from(cronlib.DST_GAP), st.sampled_from(cronlib.D
 NAMES = st.sampled_from(["s", "nightly report", "报表", "x" * 40])
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.sampled_from(TRANSITIONS), HOURS, MINUTES, SECONDS, POLICIES, NAMES)
 def test_sql_and_python_agree_around_dst_transitions(
     sql: psycopg.Connection[Any],
@@ -117,8 +120,8 @@ def test_sql_and_python_agree_around_dst_transitions(
 ) -> None:
     tz, at = transition
     expr = f"{minutes} {hours} * * *" + (f" {seconds}" if seconds else "")
-    span = timedelta(hours=30 if tz == "Pacific/Apia" else 5)
-    grid = timedelta(seconds=10) if seconds else timedelta(minutes=1)
+    span = timedelta(hours=30 if tz == "Pacific/Apia" else 3)
+    grid = timedelta(seconds=30) if seconds else timedelta(minutes=1)
     if tz == "Pacific/Apia":
         grid *= 15
     check(sql, _row(expr, tz, *policies, name=name), at - span, at + span, grid)
@@ -129,7 +132,7 @@ MONTHS = st.sampled_from(["*", "2", "FEB", "1-6", "*/3", "H", "12", "apr,jun"])
 DOW = st.sampled_from(["*", "?", "MON", "1-5", "SAT-SUN", "5L", "FRI#2", "0#5", "7", "mon-0", "H", "6L,1#1"])
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(DOM, MONTHS, DOW, st.sampled_from(["UTC", "Europe/Berlin", "Asia/Tokyo"]), NAMES)
 def test_sql_and_python_agree_on_day_rules(
     sql: psycopg.Connection[Any], dom: str, month: str, dow: str, tz: str, name: str
@@ -137,7 +140,7 @@ def test_sql_and_python_agree_on_day_rules(
     expr = f"0 9 {dom} {month} {dow}"
     try:
         cronlib.parse(expr)
-    except cronlib.ValidationError:
+    except ValidationError:
         return  # days that never come: not an expression a schedule can have
     start = datetime(2027, 12, 20, tzinfo=UTC)
     check(sql, _row(expr, tz, name=name), start, start + timedelta(days=800), timedelta(days=1))
@@ -177,7 +180,7 @@ def test_sql_and_python_agree_on_years_macros_and_seconds(sql: psycopg.Connectio
 @pytest.mark.parametrize("tz", ["UTC", "America/New_York", "Australia/Lord_Howe"])
 def test_sql_and_python_agree_on_intervals(sql: psycopg.Connection[Any], expr: str, tz: str) -> None:
     at = datetime(2026, 3, 8, 7, tzinfo=UTC)
-    check(sql, _row(expr, tz), at - timedelta(hours=3), at + timedelta(hours=3), timedelta(seconds=1))
+    check(sql, _row(expr, tz), at - timedelta(hours=3), at + timedelta(hours=3), timedelta(seconds=5))
 
 
 def test_the_first_time_that_is_not_due_is_named(sql: psycopg.Connection[Any]) -> None:
@@ -186,3 +189,18 @@ def test_the_first_time_that_is_not_due_is_named(sql: psycopg.Connection[Any]) -
     assert sql.execute(ask, (times,)).fetchone()["k"] == 4
     assert sql.execute(ask, (times[:3],)).fetchone()["k"] is None
     assert sql.execute(ask, ([datetime(2026, 1, 1, 0, 0, 0, 1, tzinfo=UTC)],)).fetchone()["k"] == 1
+
+
+def test_checking_a_whole_backfill_is_cheap(sql: psycopg.Connection[Any]) -> None:
+    """The most a backfill can name (the limit's 1000 due times), checked in one call."""
+    cron = cronlib.parse("H 2 * * *", seed="s")
+    times = list(itertools.islice(cron.iter_from(datetime(2026, 1, 1, tzinfo=UTC), "America/New_York"), 1000))
+    t0 = time.perf_counter()
+    k = sql.execute(
+        "SELECT agentlab_sched.cron_not_due('H 2 * * *', 'America/New_York', 'shift', 'first', 's',"
+        " %s::timestamptz[]) AS k",
+        (times,),
+    ).fetchone()["k"]
+    cost = time.perf_counter() - t0
+    assert k is None
+    assert cost < 1.0, f"1000 due times: {cost * 1000:.0f} ms"
