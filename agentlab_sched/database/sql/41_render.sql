@@ -26,7 +26,9 @@ AS $$
         'schedule.timestamp', extract(epoch FROM fire_at)::bigint::text,
         'schedule.name', name,
         'schedule.timezone', tz,
-        'schedule.kind', kind)
+        'schedule.kind', kind,
+        -- {{ '{{' }} writes two braces: how text that must not be a placeholder is written (imports).
+        '''{{''', '{{')
     FROM (SELECT fire_at AT TIME ZONE tz AS l, (fire_at AT TIME ZONE tz) - (fire_at AT TIME ZONE 'UTC') AS off) t
 $$;
 
