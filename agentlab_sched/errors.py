@@ -198,6 +198,8 @@ REGISTRY: dict[str, ErrorCode] = {
             "request.duplicate",
             "request.error",
             "schedule.defined_in_code",
+            "setup.public_writable",
+            "setup.public_planted",
         ),
     ]
 }

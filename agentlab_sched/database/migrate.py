@@ -92,6 +92,8 @@ def migrate(
                 queries.run_script_sync(conn, path.read_text(encoding="utf-8"))
                 report.sql_files.append(path.name)
             _catalogue(conn, locale, on_time_window)
+            # Refused (the whole migrate) while another role could plant what Procrastinate's functions call.
+            queries.execute_sync(conn, "check_public")
             if cron_schema:
                 report.cron_blocker = queries.value_sync(conn, "install_cron_compat", {"schema": cron_schema})
     return report

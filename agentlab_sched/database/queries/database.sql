@@ -173,3 +173,7 @@ UNLISTEN {channel}
 -- name: in_recovery
 -- Is this server a standby (a command that wrote was refused: say why).
 SELECT pg_is_in_recovery() AS in_recovery
+
+-- name: check_public
+-- Refuse while schema public is unsafe: another role may create in it, or owns functions there (02_public.sql).
+SELECT agentlab_sched.check_public() AS safe

@@ -165,6 +165,7 @@ DECLARE
     tz text;
     detail jsonb;
 BEGIN
+    PERFORM agentlab_sched.check_public();  -- refused while schema public is unsafe (02_public.sql)
     LOOP
         SELECT q.* INTO r FROM agentlab_sched.fire_requests q
         WHERE q.done_at IS NULL AND (next_request.request_id IS NULL OR q.id = next_request.request_id)
@@ -238,6 +239,7 @@ DECLARE
     paused boolean;
     problem text;
 BEGIN
+    PERFORM agentlab_sched.check_public();  -- refused while schema public is unsafe (02_public.sql)
     SELECT * INTO req FROM agentlab_sched.fire_requests WHERE id = request_id AND done_at IS NULL FOR UPDATE;
     IF NOT FOUND THEN
         RETURN NULL;
