@@ -207,4 +207,9 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "name: {name}: only a sync of the code that defines schedules may mark them (agentlab-sched schedules sync)",
         "名称:{name}:只有同步代码中定义的定时任务时才能做此标记(agentlab-sched schedules sync)",
     ),
+    "code.not_from_code": (
+        "name: {name} was not made by code: a sync marks only the schedules it creates or that code already "
+        "defines, so a schedule made by hand stays its own",
+        "名称:{name} 不是由代码创建的:同步只标记它所创建或已由代码定义的定时任务,手工创建的定时任务保持不变",
+    ),
 }
