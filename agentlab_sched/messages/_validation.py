@@ -362,7 +362,8 @@ MESSAGES.update(
             "functions that Procrastinate's functions would call with the scheduler's rights; the scheduler does "
             "not fire until it cannot. Run: REVOKE CREATE ON SCHEMA public FROM PUBLIC (and from each role named)",
             "database:{who} 可以在 Procrastinate 所在的 public 模式中创建对象,可能植入会被 Procrastinate 函数以调度器"
-            "权限调用的函数;在此之前调度器不会触发。请执行:REVOKE CREATE ON SCHEMA public FROM PUBLIC(并对列出的每个角色执行)",
+            "权限调用的函数;在此之前调度器不会触发。请执行:REVOKE CREATE ON SCHEMA public FROM PUBLIC"
+            "(并对列出的每个角色执行)",
         ),
         "setup.public_planted": (
             "database: schema public, where Procrastinate lives, holds functions or operators of another role "

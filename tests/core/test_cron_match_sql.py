@@ -89,11 +89,14 @@ def check(conn: psycopg.Connection[Any], row: dict[str, Any], start: datetime, e
     assert sorted(got) == sorted(t for t in instants if t in due), row
     if due:  # the batch form: every due time at once, and one that is not
         times = sorted(due)
-        assert conn.execute(
-            "SELECT agentlab_sched.cron_not_due(%(cron)s, %(timezone)s, %(dst_gap)s, %(dst_repeat)s, %(name)s,"
-            " %(times)s::timestamptz[]) AS k",
-            {**row, "times": times},
-        ).fetchone()["k"] is None
+        assert (
+            conn.execute(
+                "SELECT agentlab_sched.cron_not_due(%(cron)s, %(timezone)s, %(dst_gap)s, %(dst_repeat)s, %(name)s,"
+                " %(times)s::timestamptz[]) AS k",
+                {**row, "times": times},
+            ).fetchone()["k"]
+            is None
+        )
 
 
 def _row(expr: str, tz: str, gap: str = "shift", repeat: str = "first", name: str = "s") -> dict[str, Any]:
@@ -127,7 +130,9 @@ def test_sql_and_python_agree_around_dst_transitions(
     check(sql, _row(expr, tz, *policies, name=name), at - span, at + span, grid)
 
 
-DOM = st.sampled_from(["*", "?", "1", "15", "31", "L", "LW", "L-3", "15W", "1W", "31W", "1-7", "*/10", "H", "29", "1,L"])
+DOM = st.sampled_from(
+    ["*", "?", "1", "15", "31", "L", "LW", "L-3", "15W", "1W", "31W", "1-7", "*/10", "H", "29", "1,L"]
+)
 MONTHS = st.sampled_from(["*", "2", "FEB", "1-6", "*/3", "H", "12", "apr,jun"])
 DOW = st.sampled_from(["*", "?", "MON", "1-5", "SAT-SUN", "5L", "FRI#2", "0#5", "7", "mon-0", "H", "6L,1#1"])
 
@@ -162,7 +167,9 @@ def test_sql_and_python_agree_on_day_rules(
 def test_sql_and_python_agree_on_years_macros_and_seconds(sql: psycopg.Connection[Any], expr: str) -> None:
     start = datetime(2026, 12, 1, tzinfo=UTC)
     check(sql, _row(expr, "Europe/Berlin"), start, start + timedelta(days=30), timedelta(minutes=30))
-    check(sql, _row(expr, "UTC"), datetime(2028, 2, 20, tzinfo=UTC), datetime(2028, 3, 5, tzinfo=UTC), timedelta(hours=1))
+    check(
+        sql, _row(expr, "UTC"), datetime(2028, 2, 20, tzinfo=UTC), datetime(2028, 3, 5, tzinfo=UTC), timedelta(hours=1)
+    )
 
 
 @pytest.mark.parametrize(

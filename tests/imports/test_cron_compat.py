@@ -195,7 +195,9 @@ def test_a_schema_with_the_compatibility_comment_is_not_taken_for_ours(db_url: s
         spoofer = made.login("spoofer")
         with psycopg.connect(db_url, autocommit=True) as owner:
             dbname = owner.execute("SELECT current_database()").fetchone()[0]
-            owner.execute(sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(sql.Identifier(dbname), sql.Identifier(spoofer)))
+            owner.execute(
+                sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(sql.Identifier(dbname), sql.Identifier(spoofer))
+            )
             comment = owner.execute("SELECT agentlab_sched.cron_compat_comment()").fetchone()[0]
         with made.connect(spoofer) as c:
             c.execute("CREATE SCHEMA spoof")
@@ -205,7 +207,9 @@ def test_a_schema_with_the_compatibility_comment_is_not_taken_for_ours(db_url: s
         migrate(db_url)  # the default compatibility schema: applying its grants passes the spoofed one by
         groups = made.groups()  # roles create
         with psycopg.connect(db_url, autocommit=True) as owner:
-            tables = owner.execute("SELECT count(*) FROM pg_class WHERE relnamespace = 'spoof'::regnamespace").fetchone()[0]
+            tables = owner.execute(
+                "SELECT count(*) FROM pg_class WHERE relnamespace = 'spoof'::regnamespace"
+            ).fetchone()[0]
             usage = owner.execute("SELECT has_schema_privilege(%s, 'spoof', 'USAGE')", (groups.reader,)).fetchone()[0]
         assert (tables, usage) == (0, False)
     finally:

@@ -293,7 +293,9 @@ async def test_the_sync_functions_take_over_no_hand_made_schedule_and_a_fake_dep
     writing a schedule does not make the real deployment's syncs skip it."""
     await admin.schedule(conn, "mine", "0 7 * * *", "demo.echo", now=NOW)
     await code.sync(conn, app_v1(), now=NOW)
-    names = sorted(r["name"] for r in await (await conn.execute("SELECT name FROM agentlab_sched.schedules")).fetchall())
+    names = sorted(
+        r["name"] for r in await (await conn.execute("SELECT name FROM agentlab_sched.schedules")).fetchall()
+    )
     tasks = sorted(app_v1().tasks)
     begin = "SELECT agentlab_sched.begin_code_sync('fake', %s::text[], %s::text[])"
 
