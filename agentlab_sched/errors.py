@@ -199,6 +199,8 @@ REGISTRY: dict[str, ErrorCode] = {
             "request.error",
             "schedule.defined_in_code",
             "migrate.citus_coordinator",
+            "setup.public_writable",
+            "setup.public_planted",
         ),
     ]
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Annotated, Any
 
@@ -31,6 +32,14 @@ def pg_cron_cmd(
     ctx: typer.Context,
     from_url: Annotated[
         str | None, typer.Option("--from", help="The database pg_cron is in (default: this one).")
+    ] = None,
+    from_env: Annotated[
+        str | None,
+        typer.Option(
+            "--from-env",
+            metavar="VAR",
+            help="Read --from's URL from environment variable VAR (no password on the command line).",
+        ),
     ] = None,
     enable: Annotated[
         bool, typer.Option("--enable", help="Enable the schedules (pg_cron's inactive jobs stay paused).")
@@ -62,6 +71,7 @@ def pg_cron_cmd(
     """Make sql schedules of pg_cron's jobs (paused unless --enable) and say what could not be translated."""
     limit = common.parse_duration(statement_timeout, "statement_timeout")
     locale = common.state(ctx).locale
+    from_url = _source_url(from_url, from_env)
     if from_url is not None:
         _check_from(from_url)
     mapping = _mapping(map_database or [])
@@ -115,11 +125,24 @@ def _unschedule_calls(items: list[pg_cron.Imported], say: Any) -> str:
     return ", ".join(str(say("cli.import.unschedule_call", jobid=i.jobid)) for i in items)
 
 
+def _source_url(from_url: str | None, from_env: str | None) -> str | None:
+    """The URL of pg_cron's database: ``--from``'s, or the value of the environment variable ``--from-env``
+    names (a password in argv is readable by every local user in ``/proc``)."""
+    if from_env is None:
+        return from_url
+    if from_url is not None:
+        raise ValidationError("import.from_both", "from_env")
+    value = os.environ.get(from_env, "").strip()
+    if not value:
+        raise ValidationError("import.from_env_unset", "from_env", name=from_env)
+    return value
+
+
 def _check_from(url: str) -> None:
     """--from must be a PostgreSQL URL or connection string: anything else is refused naming the option."""
     try:
         conninfo.conninfo_to_dict(url)
-    except psycopg.ProgrammingError:
+    except (psycopg.ProgrammingError, ValueError):  # a bad % escape: not UTF-8 once decoded
         raise ValidationError("import.bad_from", "from", value=_masked(url)) from None
 
 

@@ -97,6 +97,8 @@ def migrate(
                 queries.run_script_sync(conn, path.read_text(encoding="utf-8"))
                 report.sql_files.append(path.name)
             _catalogue(conn, locale, on_time_window)
+            # Refused (the whole migrate) while another role could plant what Procrastinate's functions call.
+            queries.execute_sync(conn, "check_public")
             # The history tables' partitions for today and the days ahead (housekeeping keeps them made).
             queries.execute_sync(conn, "ensure_partitions")
             queries.execute_sync(conn, "drop_unattached_history")

@@ -27,6 +27,7 @@ from agentlab_sched import messages
 from agentlab_sched.core import cron as cronlib
 from agentlab_sched.database import queries
 from agentlab_sched.errors import SchedError, ValidationError
+from agentlab_sched.imports import literal
 from agentlab_sched.schedules import admin
 
 __all__ = ["ImportReport", "Imported", "Refused", "from_croniter", "import_periodic"]
@@ -214,7 +215,7 @@ async def _one(
             return refuse("import.name_taken", name=name)
         except SchedError:
             pass
-        inputs = {**(options.get("task_kwargs") or {}), "timestamp": "{{ schedule.timestamp }}"}
+        inputs = {**literal(options.get("task_kwargs") or {}), "timestamp": "{{ schedule.timestamp }}"}
         try:
             cronlib.parse(cron)
             async with conn.transaction():

@@ -30,6 +30,7 @@ from agentlab_sched import messages
 from agentlab_sched.core import cron as cronlib
 from agentlab_sched.database import queries
 from agentlab_sched.errors import SchedError, ValidationError
+from agentlab_sched.imports import literal
 from agentlab_sched.schedules import admin
 
 __all__ = ["DEFAULT_STATEMENT_TIMEOUT", "ImportReport", "Imported", "Job", "Refused", "import_jobs"]
@@ -210,7 +211,7 @@ async def _one(
         try:
             async with conn.transaction():  # a savepoint: a refused job leaves nothing behind
                 await admin.schedule_sql(
-                    conn, job.name, job.schedule, job.command, database=job.database, username=username,
+                    conn, job.name, job.schedule, literal(job.command), database=job.database, username=username,
                     timezone=report.timezone, statement_timeout=statement_timeout, enabled=False,
                 )  # fmt: skip
                 await queries.execute(conn, "mark_imported", {"name": job.name, "source": key, "overlap": OVERLAP})

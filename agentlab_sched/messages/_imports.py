@@ -48,6 +48,14 @@ MESSAGES: dict[str, tuple[str, str]] = {
         '--from: "{value}" is not a PostgreSQL URL or connection string (such as postgresql://user@host/db)',
         "--from:「{value}」不是 PostgreSQL 的 URL 或连接串(例如 postgresql://user@host/db)",
     ),
+    "import.from_env_unset": (
+        "--from-env: the environment variable {name} is not set or empty; put the URL of pg_cron's database in it",
+        "--from-env:环境变量 {name} 未设置或为空;请把 pg_cron 所在数据库的 URL 放在其中",
+    ),
+    "import.from_both": (
+        "--from and --from-env: give one of them (--from-env keeps a password out of the command line)",
+        "--from 与 --from-env:只能给出其中一个(--from-env 使密码不出现在命令行中)",
+    ),
     "import.from_unreachable": (
         "--from: cannot connect to {url}: {error}",
         "--from:无法连接 {url}:{error}",
@@ -198,5 +206,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "code.not_syncing": (
         "name: {name}: only a sync of the code that defines schedules may mark them (agentlab-sched schedules sync)",
         "名称:{name}:只有同步代码中定义的定时任务时才能做此标记(agentlab-sched schedules sync)",
+    ),
+    "code.not_from_code": (
+        "name: {name} was not made by code: a sync marks only the schedules it creates or that code already "
+        "defines, so a schedule made by hand stays its own",
+        "名称:{name} 不是由代码创建的:同步只标记它所创建或已由代码定义的定时任务,手工创建的定时任务保持不变",
     ),
 }

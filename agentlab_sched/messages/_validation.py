@@ -363,6 +363,21 @@ MESSAGES.update(
             "建立的连接上执行:这些角色需要 LOGIN 权限,worker 所在主机也需要能以它们的身份登录(passfile,或 trust、"
             "peer、cert 规则;见 docs/security.md)",
         ),
+        "setup.public_writable": (
+            "database: {who} may create objects in schema public, where Procrastinate lives, and could plant "
+            "functions that Procrastinate's functions would call with the scheduler's rights; the scheduler does "
+            "not fire until it cannot. Run: REVOKE CREATE ON SCHEMA public FROM PUBLIC (and from each role named)",
+            "database:{who} 可以在 Procrastinate 所在的 public 模式中创建对象,可能植入会被 Procrastinate 函数以调度器"
+            "权限调用的函数;在此之前调度器不会触发。请执行:REVOKE CREATE ON SCHEMA public FROM PUBLIC"
+            "(并对列出的每个角色执行)",
+        ),
+        "setup.public_planted": (
+            "database: schema public, where Procrastinate lives, holds functions or operators of another role "
+            "({objects}) that Procrastinate's functions could call with the scheduler's rights; the scheduler does "
+            "not fire until they are dropped or owned by a trusted role",
+            "database:Procrastinate 所在的 public 模式中有其他角色的函数或运算符({objects}),"
+            "Procrastinate 的函数可能以调度器权限调用它们;在删除它们或交给可信角色之前调度器不会触发",
+        ),
         "roles.public_create": (
             "warning: {who} may create objects in schema public, where Procrastinate lives; such a role can plant "
             "operators that Procrastinate's functions would call. Run: REVOKE CREATE ON SCHEMA public FROM PUBLIC "

@@ -172,11 +172,32 @@ class _QuietOwnJobs(logging.Filter):
 _quiet_own_jobs = _QuietOwnJobs()
 
 
+class _NoInputs(logging.Filter):
+    """A job's inputs stay out of Procrastinate's records: its call string (``task[id](kwargs)``, the inputs
+    as Python reprs: a command, a token) becomes ``task[id]`` in the message, and the job's fields lose
+    ``task_kwargs``. The run's inputs are in the database, for whoever may read them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        job = getattr(record, "job", None)
+        if not isinstance(job, dict) or not ("task_kwargs" in job or "call_string" in job):
+            return True
+        short = f"{job.get('task_name')}[{job.get('id')}]"
+        call = job.get("call_string")
+        if isinstance(call, str) and call and isinstance(record.msg, str) and call in record.msg:
+            record.msg = record.msg.replace(call, short)
+        record.job = {k: v for k, v in job.items() if k != "task_kwargs"} | {"call_string": short}
+        return True
+
+
+_no_inputs = _NoInputs()
+
+
 def quiet_aborts() -> None:
     """No CancelledError traceback when Procrastinate reports an aborted job, a job refused by one of our
-    errors in one line, and no INFO lines about the scheduler's own jobs (also in `procrastinate worker`)."""
+    errors in one line, no INFO lines about the scheduler's own jobs, and no job's inputs in any of its
+    lines (also in `procrastinate worker`)."""
     worker_logger = logging.getLogger("procrastinate.worker")
-    for each in (_quiet_aborts, _refused_jobs, _quiet_own_jobs):
+    for each in (_no_inputs, _quiet_aborts, _refused_jobs, _quiet_own_jobs):
         if each not in worker_logger.filters:
             worker_logger.addFilter(each)
 
@@ -196,6 +217,7 @@ def configure(
     ours = logging.getLogger("agentlab_sched")
     theirs = logging.getLogger("procrastinate")
     handler = logging.StreamHandler(stream or sys.stdout)
+    handler.addFilter(_no_inputs)  # records of Procrastinate's child loggers too (a worker's own name)
     handler.setFormatter(JsonFormatter() if fmt == "json" else LineFormatter(locale, clean))
     saved = (root.level, ours.level, theirs.level, list(root.handlers))
     said = _refused_jobs.locale

@@ -178,7 +178,11 @@ async def sync(
         newer = await queries.rows(conn, "code_newer_deployments", {"fingerprint": print_})
 
         def covered(name: str, task: str) -> bool:
-            # a newer deployment declares it, or runs its task (and so leaves it out on purpose)
+            # a newer deployment last wrote it (the database stamps only what a sync wrote); a schedule not
+            # made yet: a newer deployment declares it, or runs its task (and so leaves it out on purpose)
+            row = rows.get(name)
+            if row is not None and row["defined_in"] is not None:
+                return row["code_version"] in {d["fingerprint"] for d in newer}
             return any(name in d["schedules"] or task in d["tasks"] for d in newer)
 
         for task, declaration in items:

@@ -4,6 +4,7 @@ and the definer functions are the owner's, closed to PUBLIC and granted to the r
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -14,6 +15,8 @@ from psycopg import sql
 from typer.testing import CliRunner
 
 from agentlab_sched.cli import app
+from agentlab_sched.database.migrate import migrate
+from agentlab_sched.errors import from_database
 from agentlab_sched.firing.requests import backfill, trigger
 from agentlab_sched.firing.tick import fire_due
 from agentlab_sched.runs import lifecycle
@@ -94,7 +97,12 @@ async def calls(conn: psycopg.AsyncConnection[Any]) -> list[dict[str, Any]]:
 async def test_objects_planted_in_public_are_never_called_by_our_functions(
     db_url: str, roles: Roles, conn: psycopg.AsyncConnection[Any]
 ) -> None:
-    plant(db_url, roles)
+    evil = plant(db_url, roles)
+    # The scheduler does not fire while another role may create in public or owns objects there (the next
+    # test): the planted objects stay, given to the owner, and our functions must still never call them.
+    with psycopg.connect(db_url, autocommit=True) as owner:
+        owner.execute(sql.SQL("REVOKE CREATE ON SCHEMA public FROM {}").format(sql.Identifier(evil)))
+        owner.execute(sql.SQL("REASSIGN OWNED BY {} TO CURRENT_USER").format(sql.Identifier(evil)))
     # Everything runs as the superuser the tests connect as: the role a hijack would have become.
     # The firing path: set-based (allow_all), one by one (buffer_one's queueing lock, a persistent
     # session, cancel_other), manual and backfill fires through launch().
@@ -139,6 +147,59 @@ async def test_objects_planted_in_public_are_never_called_by_our_functions(
     # The planted objects are live: a statement that searches public calls them.
     await conn.execute("SELECT 'agentlab_sched:' || 42::bigint")
     assert await calls(conn) == [{"called": "||(text, bigint)", "by_role": (await who(conn))}]
+
+
+async def test_the_scheduler_refuses_to_fire_while_public_is_unsafe(
+    db_url: str, roles: Roles, conn: psycopg.AsyncConnection[Any]
+) -> None:
+    """Procrastinate's functions search public: a planted unnest(procrastinate_job_to_defer_v1[]) would be
+    called by procrastinate_defer_jobs_v1() inside our launch, as the owner. So migrate, the tick and the
+    requests refuse while another role may create in public, and while a role not trusted owns a function
+    there (planted while it could)."""
+    evil = roles.login("planter")
+    with psycopg.connect(db_url, autocommit=True) as owner:
+        owner.execute(sql.SQL("GRANT CREATE, USAGE ON SCHEMA public TO {}").format(sql.Identifier(evil)))
+    with roles.connect(evil) as c:
+        c.execute(
+            """CREATE FUNCTION public.unnest(jobs public.procrastinate_job_to_defer_v1[])
+               RETURNS SETOF public.procrastinate_job_to_defer_v1 LANGUAGE sql
+               AS 'SELECT * FROM pg_catalog.unnest(jobs)'"""
+        )
+    await make_schedule(conn, "simple", overlap="allow_all")
+    await conn.commit()
+
+    async def refusal() -> tuple[str, str]:
+        with pytest.raises(psycopg.Error) as caught:
+            await fire_due(conn, NINE + timedelta(seconds=5), settings=EN)
+        await conn.rollback()
+        err = from_database(caught.value)
+        assert err is not None
+        return err.code, err.message("en")
+
+    code, words = await refusal()
+    assert code == "setup.public_writable" and words.startswith(f"database: {evil} may create objects in schema")
+    with pytest.raises(psycopg.Error) as caught:
+        migrate(db_url)
+    assert json.loads(caught.value.diag.message_detail or "{}")["code"] == "setup.public_writable"
+    with psycopg.connect(db_url, autocommit=True) as owner:
+        owner.execute(sql.SQL("REVOKE CREATE ON SCHEMA public FROM {}").format(sql.Identifier(evil)))
+        with pytest.raises(psycopg.Error) as caught:
+            owner.execute("SELECT * FROM agentlab_sched.next_request()")
+    assert json.loads(caught.value.diag.message_detail or "{}")["params"] == {
+        "objects": "public.unnest(public.procrastinate_job_to_defer_v1[])"
+    }
+    assert await refusal() == (
+        "setup.public_planted",
+        "database: schema public, where Procrastinate lives, holds functions or operators of another role "
+        "(public.unnest(public.procrastinate_job_to_defer_v1[])) that Procrastinate's functions could call with the "
+        "scheduler's rights; the scheduler does not fire until they are dropped or owned by a trusted role",
+    )
+    with psycopg.connect(db_url, autocommit=True) as owner:
+        owner.execute("DROP FUNCTION public.unnest(public.procrastinate_job_to_defer_v1[])")
+    await fire_due(conn, NINE + timedelta(seconds=5), settings=EN)
+    cur = await conn.execute("SELECT count(*) AS n FROM agentlab_sched.fires")
+    assert fetched(await cur.fetchone())["n"] == 1
+    migrate(db_url)
 
 
 async def who(conn: psycopg.AsyncConnection[Any]) -> str:

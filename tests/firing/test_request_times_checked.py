@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
+from agentlab_sched.firing.requests import backfill_times
 from tests.support.rows import fetched
 from tests.support.security_helpers import Roles
 
@@ -78,3 +79,26 @@ def test_an_admin_cannot_choose_the_times_or_the_words_of_a_request(db_url: str,
             0
         ]
     assert "mine" in reason and "pretending" not in reason
+
+
+def test_a_backfill_fires_only_at_due_times_of_the_schedules_cron(db_url: str, roles: Roles) -> None:
+    groups = roles.groups()
+    admin = roles.login("admin", groups.admin)
+    start, end = datetime(2026, 3, 7, 12, tzinfo=UTC), datetime(2026, 3, 9, 12, tzinfo=UTC)
+    with roles.connect(admin) as c:
+        # A fixed time in New York's gap (02:30 on 8 March is moved to 03:00 EDT), and an H minute.
+        c.execute("SELECT agentlab_sched.schedule('s', 'H 2 * * *', 'demo.echo', timezone => 'America/New_York')")
+        row = fetched(c.execute("SELECT to_jsonb(s) AS s FROM agentlab_sched.schedules s").fetchone())[0]
+        due = backfill_times(row, start, end)
+        rid = fetched(c.execute("SELECT agentlab_sched.backfill('s', %s, %s)", (start, end)).fetchone())[0]
+        carry = "SELECT agentlab_sched.carry_out_request(%s, %s::timestamptz[])"
+        for wrong in ([due[0] + timedelta(minutes=1)], [due[0], due[1] - timedelta(hours=1)], [start]):
+            with pytest.raises(psycopg.Error) as caught:
+                c.execute(carry, (rid, wrong))
+            assert _code(caught.value) == "request.bad_times"
+        assert due[0] == datetime(2026, 3, 8, 7, tzinfo=UTC)  # 02:mm was skipped: the jump's instant, 03:00 EDT
+        assert len(due) == 2
+        done = fetched(c.execute(carry, (rid, due)).fetchone())[0]
+        fired = fetched(c.execute("SELECT array_agg(fire_at ORDER BY fire_at) FROM agentlab_sched.fires").fetchone())[0]
+    assert [f["fire_at"] for f in done["fires"]] == [t.isoformat() for t in due]
+    assert fired == due

@@ -9,6 +9,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 from typer.testing import CliRunner
 
 from agentlab_sched.cli import app
@@ -17,6 +18,7 @@ from agentlab_sched.firing.tick import fire_due
 from agentlab_sched.schedules import admin
 from tests.support.firing_helpers import EN, fires, make_schedule, runs_of, set_job_status
 from tests.support.rows import Conn, SyncConn, fetched
+from tests.support.security_helpers import Roles
 
 #: pg_cron 1.4-1.6's columns, in order.
 JOB = [
@@ -182,3 +184,36 @@ def test_migrate_again_keeps_the_views(db_url: str) -> None:
     assert (report.cron_schema, report.cron_blocker) == ("cron", None)
     with psycopg.connect(db_url, row_factory=psycopg.rows.dict_row) as c:
         assert columns(c, "cron", "job") == JOB
+
+
+def test_a_schema_with_the_compatibility_comment_is_not_taken_for_ours(db_url: str) -> None:
+    """The owner of any schema can give it the compatibility schema's comment: migrate and roles create
+    neither make views in it nor grant on it (they still work), since ours are also owned by our owner."""
+    made = Roles(db_url)
+    try:
+        spoofer = made.login("spoofer")
+        with psycopg.connect(db_url, autocommit=True) as owner:
+            dbname = fetched(owner.execute("SELECT current_database()").fetchone())[0]
+            owner.execute(
+                sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(sql.Identifier(dbname), sql.Identifier(spoofer))
+            )
+            comment = fetched(owner.execute("SELECT agentlab_sched.cron_compat_comment()").fetchone())[0]
+        with made.connect(spoofer) as c:
+            c.execute("CREATE SCHEMA spoof")
+            c.execute(sql.SQL("COMMENT ON SCHEMA spoof IS {}").format(sql.Literal(comment)))
+        report = migrate(db_url, cron_schema="spoof")
+        assert report.cron_blocker == "not made by agentlab-sched"
+        migrate(db_url)  # the default compatibility schema: applying its grants passes the spoofed one by
+        groups = made.groups()  # roles create
+        with psycopg.connect(db_url, autocommit=True) as owner:
+            tables = fetched(
+                owner.execute("SELECT count(*) FROM pg_class WHERE relnamespace = 'spoof'::regnamespace").fetchone()
+            )[0]
+            usage = fetched(
+                owner.execute("SELECT has_schema_privilege(%s, 'spoof', 'USAGE')", (groups.reader,)).fetchone()
+            )[0]
+        assert (tables, usage) == (0, False)
+    finally:
+        with psycopg.connect(db_url, autocommit=True) as owner:
+            owner.execute("DROP SCHEMA IF EXISTS spoof CASCADE")
+        made.drop_all()

@@ -116,3 +116,30 @@ def test_croniters_reading_is_kept() -> None:
 def _first(it: Any, n: int) -> Any:
     for _, value in zip(range(n), it, strict=False):
         yield value
+
+
+async def test_braces_in_a_periodic_tasks_kwargs_stay_text(conn: Conn) -> None:
+    """kwargs written for Procrastinate are not templates: `{{ schedule.name }}` in them arrives as written."""
+    import procrastinate
+    from procrastinate.testing import InMemoryConnector
+
+    from agentlab_sched.imports.periodic import import_periodic
+
+    local = procrastinate.App(connector=InMemoryConnector())
+
+    @local.periodic(cron="0 9 * * *", task_kwargs={"note": "{{ schedule.name }} {{x}}", "{{ schedule.kind }}": 1})
+    @local.task(name="notes.daily")
+    def daily(timestamp: int, note: str, **rest: int) -> None:
+        return None
+
+    await import_periodic(conn, local, enable=True)
+    await conn.execute("SELECT agentlab_sched.register_tasks(%s)", (["notes.daily"],))
+    nine = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+    await conn.execute("UPDATE agentlab_sched.schedules SET next_run_at = %s WHERE name = 'notes.daily'", (nine,))
+    await fire_due(conn, nine + timedelta(seconds=2), settings=EN)
+    [run] = await runs_of(conn, (await admin.get(conn, "notes.daily")).id)
+    assert (await job(conn, run["job_id"]))["args"] == {
+        "note": "{{ schedule.name }} {{x}}",
+        "{{ schedule.kind }}": 1,
+        "timestamp": int(nine.timestamp()),
+    }

@@ -17,6 +17,7 @@ from typer.testing import CliRunner, Result
 from agentlab_sched.cli import app
 from agentlab_sched.database.migrate import migrate
 from tests.support.cli import is_database_line
+from tests.support.rows import fetched
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 ENV = {"AGENTLAB_SCHED_LOCALE": None, "AGENTLAB_SCHED_DATABASE_URL": None, "AGENTLAB_SCHED_SECRET_KEY": None}
@@ -181,3 +182,54 @@ def test_doctor_warns_while_a_pg_cron_job_and_its_enabled_schedule_both_run(pg_c
         c.execute("SELECT cron.unschedule(%s), cron.unschedule(%s)", (twice, ids["purge-app"]))
     report = json.loads(cli(pg_cron_url, "doctor", "--json").stdout)
     assert [f for f in report["findings"] if f["code"] == "doctor.pg_cron_double"] == []
+
+
+def test_from_env_keeps_the_url_out_of_argv_and_braces_in_a_command_stay_text(pg_cron_url: str) -> None:
+    migrate(pg_cron_url)
+    command = "INSERT INTO notes VALUES ('{{ schedule.name }}', $x${{x}}$x$) -- {{ schedule.date }}"
+    with psycopg.connect(pg_cron_url, autocommit=True) as c:
+        jobid = fetched(
+            c.execute(
+                "SELECT cron.schedule_in_database('braces', '0 5 * * *', %s, 'postgres', 'maintenance')", (command,)
+            ).fetchone()
+        )[0]
+    try:
+        runner = CliRunner(env={**ENV, "AGENTLAB_SCHED_LOCALE": "en", "PG_CRON_SOURCE": pg_cron_url})
+        result = runner.invoke(app, ["--database-url", pg_cron_url, "import", "pg-cron", "--from-env",
+                                     "PG_CRON_SOURCE", "--json"])  # fmt: skip
+        assert result.exit_code == 0, result.output
+        assert "braces" in [i["name"] for i in json.loads(result.stdout)["imported"]]
+        with psycopg.connect(pg_cron_url) as c:
+            rendered = fetched(
+                c.execute(
+                    "SELECT agentlab_sched.render_task_inputs(task, inputs, now(), timezone, name, 'scheduled')"
+                    " ->> 'command' FROM agentlab_sched.schedules WHERE name = 'braces'"
+                ).fetchone()
+            )[0]
+        assert rendered == command
+    finally:
+        with psycopg.connect(pg_cron_url, autocommit=True) as c:
+            c.execute("SELECT cron.unschedule(%s)", (jobid,))
+            c.execute("SELECT agentlab_sched.unschedule('braces')")
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--from", "postgresql://u:s%E9cret@h/db"],
+         '--from: "postgresql://u:***@h/db" is not a PostgreSQL URL or connection string (such as '
+         "postgresql://user@host/db)"),
+        (["--from-env", "NO_SUCH_VARIABLE_HERE"],
+         "--from-env: the environment variable NO_SUCH_VARIABLE_HERE is not set or empty; put the URL of pg_cron's "
+         "database in it"),
+        (["--from", "postgresql://h/db", "--from-env", "HOME"],
+         "--from and --from-env: give one of them (--from-env keeps a password out of the command line)"),
+    ],
+)  # fmt: skip
+def test_a_bad_source_is_refused_naming_the_option_and_never_its_password(
+    db_url: str, args: list[str], line: str
+) -> None:
+    result = cli(db_url, "import", "pg-cron", *args)
+    assert result.exit_code == 2, result.output
+    assert [x for x in result.stderr.splitlines() if not x.startswith("database:")] == [line]
+    assert "s%E9cret" not in result.output and "\\xe9" not in result.output

@@ -4,6 +4,8 @@ line; when the run line said it already, Procrastinate's record is left out."""
 
 from __future__ import annotations
 
+import io
+import json
 import logging
 import sys
 
@@ -84,3 +86,30 @@ async def test_a_plain_worker_says_nothing_at_info_about_the_tick(
     worker_lines = [r for r in caplog.records if r.name == "procrastinate.worker"]
     assert not [r.getMessage() for r in worker_lines if "agentlab_sched:" in r.getMessage()]
     assert any("nightly" in r.getMessage() for r in worker_lines)  # the app's own jobs are still said
+
+
+@pytest.mark.parametrize("fmt", output.FORMATS)
+async def test_a_failed_jobs_inputs_are_not_in_its_error_line(db_url: str, fmt: str) -> None:
+    """Procrastinate's ERROR line names the job as task[id]: its inputs (a token, a command) are not in it,
+    in either log format."""
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=db_url))
+
+    @app.task(name="leaky")
+    def leaky(token: str) -> None:
+        raise ValueError("a bug in the task")
+
+    install(app)
+    stream = io.StringIO()
+    async with app.open_async():
+        job_id = await app.configure_task("leaky").defer_async(token="s3cret-token")
+        with output.configure(fmt, stream=stream):
+            await app.run_worker_async(wait=False, install_signal_handlers=False)
+    text = stream.getvalue()
+    assert "s3cret-token" not in text
+    [line] = [x for x in text.splitlines() if "ended with status" in x]
+    if fmt == "json":
+        record = json.loads(line)
+        assert record["message"].startswith(f"Job leaky[{job_id}] ended with status: Error")
+        assert record["job"]["call_string"] == f"leaky[{job_id}]" and "task_kwargs" not in record["job"]
+    else:
+        assert line.startswith(f"error: Job leaky[{job_id}] ended with status: Error")

@@ -282,3 +282,41 @@ async def test_the_sync_is_an_admins_a_worker_role_alone_leaves_the_schedules_al
         assert (await admin.get(as_admin, "reports.weekly")).defined_in is not None
     finally:
         await as_admin.close()
+
+
+async def test_the_sync_functions_take_over_no_hand_made_schedule_and_a_fake_deployment_wins_nothing(
+    conn: Conn,
+) -> None:
+    """An admin may call the sync functions: they mark only schedules the sync created (or that code already
+    defines), a mark names the deployment this transaction's sync began, and a deployment registered without
+    writing a schedule does not make the real deployment's syncs skip it."""
+    await admin.schedule(conn, "mine", "0 7 * * *", "demo.echo", now=NOW)
+    await code.sync(conn, app_v1(), now=NOW)
+    names = sorted(
+        r["name"] for r in await (await conn.execute("SELECT name FROM agentlab_sched.schedules")).fetchall()
+    )
+    tasks = sorted(app_v1().tasks)
+    begin = "SELECT agentlab_sched.begin_code_sync('fake', %s::text[], %s::text[])"
+
+    async def refused_code(statement: str) -> str:
+        with pytest.raises(psycopg.Error) as caught:
+            async with conn.transaction():
+                await conn.execute(begin, (tasks, names))
+                await conn.execute(statement)
+        return json.loads(caught.value.diag.message_detail or "{}")["code"]
+
+    assert await refused_code("SELECT agentlab_sched.code_schedule_mark('mine', 'evil.py', 'fake')") == (
+        "code.not_from_code"
+    )
+    assert await refused_code("SELECT agentlab_sched.code_schedule_mark('reports.weekly', 'x', 'not-this-one')") == (
+        "code.not_syncing"
+    )
+    async with conn.transaction():  # a fake deployment, the newest now, that wrote nothing
+        await conn.execute(begin, (tasks, names))
+        await conn.execute("SELECT agentlab_sched.code_schedule_gone('mine')")
+        await conn.execute("SELECT agentlab_sched.end_code_sync()")
+    mine = await admin.get(conn, "mine")
+    assert (mine.enabled, mine.defined_in, mine.paused_reason) == (True, None, None)
+    again = await code.sync(conn, app_v1(), now=NOW)
+    assert again.newer_elsewhere == []
+    assert sorted(again.unchanged) == sorted(n for n in names if n != "mine")

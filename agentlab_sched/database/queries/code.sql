@@ -11,9 +11,9 @@ SELECT agentlab_sched.begin_code_sync(%(fingerprint)s::text, %(tasks)s::text[], 
 SELECT agentlab_sched.end_code_sync()
 
 -- name: code_schedules
--- Every schedule's name and task, where in code it is defined (if it is), and whether it is gone from
--- the code.
-SELECT name, task, defined_in, code_removed_at FROM agentlab_sched.schedules ORDER BY name
+-- Every schedule's name and task, where in code it is defined (if it is), whether it is gone from the
+-- code, and the deployment that last wrote it.
+SELECT name, task, defined_in, code_removed_at, code_version FROM agentlab_sched.schedules ORDER BY name
 
 -- name: code_newer_deployments
 -- The deployments first seen after %(fingerprint)s was: their tasks and schedules win over its.

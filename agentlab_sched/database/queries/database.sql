@@ -194,3 +194,7 @@ SELECT table_name, placement FROM pg_temp.citus_distribute()
 -- Whether the coordinator is in Citus's node list (citus_set_coordinator_host): reference tables then
 -- have a copy here, which the coordinator's local tables join.
 SELECT EXISTS (SELECT FROM pg_dist_node WHERE groupid = 0) AS found
+
+-- name: check_public
+-- Refuse while schema public is unsafe: another role may create in it, or owns functions there (02_public.sql).
+SELECT agentlab_sched.check_public() AS safe

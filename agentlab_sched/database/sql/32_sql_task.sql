@@ -183,7 +183,8 @@ BEGIN
                 IF v IS NULL THEN
                     PERFORM agentlab_sched.fail('inputs.unknown_placeholder', 'inputs', jsonb_build_object(
                         'placeholder', array_to_string(chars[i : j + 1], ''),
-                        'known', (SELECT jsonb_agg(k ORDER BY k) FROM jsonb_object_keys(vals) AS k)));
+                        'known', (SELECT jsonb_agg(k ORDER BY k) FROM jsonb_object_keys(vals) AS k
+                                  WHERE k LIKE 'schedule.%')));
                 END IF;
                 IF ctx = 'code' THEN
                     v := quote_literal(v);

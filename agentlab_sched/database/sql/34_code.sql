@@ -12,6 +12,37 @@ AS $$
                    WHERE m.xact = pg_catalog.pg_current_xact_id() AND m.schedule_id = 0 AND m.kind = 'code_sync')
 $$;
 
+-- Whether a row version (its xmin) was written by this transaction (or one of its subtransactions): a
+-- visible row whose transaction is still in progress can only be ours.
+CREATE OR REPLACE FUNCTION agentlab_sched.written_here(x xid) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT pg_catalog.pg_xact_status(((c - c % 4294967296) + x::text::bigint)::text::xid8) = 'in progress'
+    FROM (SELECT pg_catalog.pg_current_xact_id()::text::bigint AS c) t
+$$;
+
+-- The deployment this transaction's sync began (begin_code_sync wrote its row), NULL when none.
+CREATE OR REPLACE FUNCTION agentlab_sched.syncing_deployment() RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT d.fingerprint FROM agentlab_sched.code_deployments d
+    WHERE agentlab_sched.in_code_sync() AND agentlab_sched.written_here(d.xmin)
+    ORDER BY d.last_seen_at DESC LIMIT 1
+$$;
+
+-- Whether this transaction changed the definition of schedule `sid` (an audit row: insert, or update
+-- when `created` is false). A sync stamps only what it wrote.
+CREATE OR REPLACE FUNCTION agentlab_sched.defined_here(sid bigint, created boolean) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (SELECT 1 FROM agentlab_sched.schedule_changes c
+                   WHERE c.schedule_id = sid AND agentlab_sched.written_here(c.xmin)
+                     AND (c.operation = 'insert' OR (NOT created AND c.operation = 'update')))
+$$;
+
 -- Start a sync by deployment `fingerprint` (declaring `schedules` for `tasks`): first seen now unless seen
 -- before (now again with `adopt`). When it was first seen.
 -- One sync at a time: a lock on code_deployments that only the owner's functions can take (a role with
@@ -66,7 +97,11 @@ AS $$
     WHERE m.xact = pg_catalog.pg_current_xact_id() AND m.schedule_id = 0 AND m.kind = 'code_sync'
 $$;
 
--- Schedule `name` is defined in code at `defined_in`, last written by deployment `fingerprint` (a sync only).
+-- Schedule `name` is defined in code at `defined_in`, last written by deployment `fingerprint` (a sync only,
+-- of that deployment). A schedule made by hand is never taken over: only one this transaction created
+-- is marked; and `code_version` (which deployment wins it: schedules/code.py) moves only when this
+-- transaction changed its definition or where it is defined, so declaring a schedule is not enough for
+-- a deployment to claim it.
 CREATE OR REPLACE FUNCTION agentlab_sched.code_schedule_mark(name text, defined_in text, fingerprint text)
 RETURNS void
 LANGUAGE plpgsql
@@ -74,13 +109,25 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_variable
+DECLARE
+    s agentlab_sched.schedules;
 BEGIN
-    IF NOT agentlab_sched.in_code_sync() THEN
+    IF agentlab_sched.syncing_deployment() IS DISTINCT FROM fingerprint THEN
         PERFORM agentlab_sched.fail('code.not_syncing', 'name', jsonb_build_object('name', name));
     END IF;
-    UPDATE agentlab_sched.schedules s
-    SET defined_in = code_schedule_mark.defined_in, code_version = fingerprint, code_removed_at = NULL
-    WHERE s.name = code_schedule_mark.name;
+    SELECT * INTO s FROM agentlab_sched.schedules x WHERE x.name = code_schedule_mark.name FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF s.defined_in IS NULL AND NOT agentlab_sched.defined_here(s.id, true) THEN
+        PERFORM agentlab_sched.fail('code.not_from_code', 'name', jsonb_build_object('name', name));
+    END IF;
+    UPDATE agentlab_sched.schedules x
+    SET defined_in = code_schedule_mark.defined_in, code_removed_at = NULL,
+        code_version = CASE WHEN agentlab_sched.defined_here(s.id, false)
+                                  OR s.defined_in IS DISTINCT FROM code_schedule_mark.defined_in
+                            THEN fingerprint ELSE x.code_version END
+    WHERE x.id = s.id;
 END
 $$;
 
@@ -96,9 +143,11 @@ BEGIN
     IF NOT agentlab_sched.in_code_sync() THEN
         PERFORM agentlab_sched.fail('code.not_syncing', 'name', jsonb_build_object('name', name));
     END IF;
+    -- Only a schedule code defines; stamped with the deployment that dropped it, which then wins it.
     UPDATE agentlab_sched.schedules s
     SET enabled = false, paused_reason = NULL, paused_reason_code = 'code.gone',
-        paused_reason_params = jsonb_build_object('where', s.defined_in), code_removed_at = pg_catalog.clock_timestamp()
-    WHERE s.name = code_schedule_gone.name;
+        paused_reason_params = jsonb_build_object('where', s.defined_in), code_removed_at = pg_catalog.clock_timestamp(),
+        code_version = agentlab_sched.syncing_deployment()
+    WHERE s.name = code_schedule_gone.name AND s.defined_in IS NOT NULL;
 END
 $$;

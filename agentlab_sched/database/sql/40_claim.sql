@@ -17,7 +17,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
     WITH replans AS (
         SELECT s.* FROM agentlab_sched.schedules s
-        WHERE s.replan IS NOT NULL AND (s.resolving_until IS NULL OR s.resolving_until <= claim_due.now)
+        WHERE (SELECT agentlab_sched.check_public())  -- refused while schema public is unsafe (02_public.sql)
+          AND s.replan IS NOT NULL AND (s.resolving_until IS NULL OR s.resolving_until <= claim_due.now)
         ORDER BY s.id
         LIMIT batch
         FOR NO KEY UPDATE SKIP LOCKED

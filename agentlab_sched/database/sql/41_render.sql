@@ -26,7 +26,9 @@ AS $$
         'schedule.timestamp', extract(epoch FROM fire_at)::bigint::text,
         'schedule.name', name,
         'schedule.timezone', tz,
-        'schedule.kind', kind)
+        'schedule.kind', kind,
+        -- {{ '{{' }} writes two braces: how text that must not be a placeholder is written (imports).
+        '''{{''', '{{')
     FROM (SELECT fire_at AT TIME ZONE tz AS l, (fire_at AT TIME ZONE tz) - (fire_at AT TIME ZONE 'UTC') AS off) t
 $$;
 
@@ -104,8 +106,9 @@ BEGIN
     IF r.leftover IS NOT NULL THEN
         PERFORM agentlab_sched.fail('inputs.unknown_placeholder', 'inputs', jsonb_build_object(
             'placeholder', r.leftover,
-            'known', (SELECT jsonb_agg(key ORDER BY key)
-                      FROM jsonb_object_keys(agentlab_sched.template_values(fire_at, tz, name, kind)) AS key)));
+            'known', (SELECT jsonb_agg(key ORDER BY key)  -- the values (not the way of writing braces)
+                      FROM jsonb_object_keys(agentlab_sched.template_values(fire_at, tz, name, kind)) AS key
+                      WHERE key LIKE 'schedule.%')));
     END IF;
     RETURN r.rendered;
 END

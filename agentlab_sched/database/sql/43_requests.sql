@@ -173,6 +173,7 @@ DECLARE
     tz text;
     detail jsonb;
 BEGIN
+    PERFORM agentlab_sched.check_public();  -- refused while schema public is unsafe (02_public.sql)
     LOOP
         SELECT q.* INTO r FROM agentlab_sched.fire_requests q
         WHERE q.done_at IS NULL AND (next_request.request_id IS NULL OR q.id = next_request.request_id)
@@ -246,6 +247,7 @@ DECLARE
     paused boolean;
     problem text;
 BEGIN
+    PERFORM agentlab_sched.check_public();  -- refused while schema public is unsafe (02_public.sql)
     SELECT * INTO req FROM agentlab_sched.fire_requests WHERE id = request_id AND done_at IS NULL FOR UPDATE;
     IF NOT FOUND THEN
         RETURN NULL;
@@ -273,8 +275,9 @@ BEGIN
     END IF;
     -- The due times and refusals are checked, not taken on trust (the caller may be any admin): a manual
     -- request fires at the instant it asked for; a backfill at most limit.backfill_times distinct times,
-    -- ascending, inside its range; a refusal is a resolver's (recorded only by a worker's login), with one
-    -- of the codes a resolver gives, in the system's words (record_fire renders them).
+    -- ascending, inside its range, each a due time of the schedule's cron (22_cron_match.sql); a refusal
+    -- is a resolver's (recorded only by a worker's login), with one of the codes a resolver gives, in the
+    -- system's words (record_fire renders them).
     IF req.kind = 'manual' AND (coalesce(array_length(times, 1), 0) <> 1 OR times[1] IS DISTINCT FROM req.fire_at) THEN
         PERFORM agentlab_sched.fail('request.bad_times', 'times', jsonb_build_object('id', req.id));
     END IF;
@@ -287,7 +290,8 @@ BEGIN
         END IF;
         IF EXISTS (SELECT 1 FROM unnest(times) WITH ORDINALITY AS t(at, k)
                    WHERE t.at IS NULL OR t.at < req.fire_at OR t.at > req.until
-                      OR (t.k > 1 AND t.at <= times[t.k - 1])) THEN
+                      OR (t.k > 1 AND t.at <= times[t.k - 1]))
+           OR agentlab_sched.cron_not_due(s.cron, s.timezone, s.dst_gap, s.dst_repeat, s.name, times) IS NOT NULL THEN
             PERFORM agentlab_sched.fail('request.bad_times', 'times', jsonb_build_object('id', req.id));
         END IF;
     END IF;

@@ -82,6 +82,19 @@ AS $$
     SELECT 'agentlab-sched: pg_cron-compatible views (docs/coming-from.md); made by agentlab-sched migrate'
 $$;
 
+-- Whether schema `nsp` is a compatibility schema migrate made: it has the comment and is owned by the owner
+-- of schema agentlab_sched. Not the comment alone: the owner of any schema can give it that comment, and
+-- migrate and roles create would then make views in, and grant on, a schema that is not ours.
+CREATE OR REPLACE FUNCTION agentlab_sched.is_cron_compat_schema(nsp oid) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(pg_catalog.obj_description(n.oid, 'pg_namespace') = agentlab_sched.cron_compat_comment()
+                    AND n.nspowner = (SELECT o.nspowner FROM pg_catalog.pg_namespace o WHERE o.nspname = 'agentlab_sched'),
+                    false)
+    FROM pg_catalog.pg_namespace n WHERE n.oid = nsp
+$$;
+
 -- What install_cron_compat would do with `schema`: 'install' (absent, or made by us before), or why not.
 CREATE OR REPLACE FUNCTION agentlab_sched.cron_compat_blocker(schema_name text) RETURNS text
 LANGUAGE sql STABLE
@@ -90,8 +103,7 @@ AS $$
     SELECT CASE
         WHEN n.oid IS NULL THEN NULL
         WHEN ext.names IS NOT NULL THEN 'extension ' || ext.names
-        WHEN pg_catalog.obj_description(n.oid, 'pg_namespace') IS DISTINCT FROM agentlab_sched.cron_compat_comment()
-            THEN 'not made by agentlab-sched'
+        WHEN NOT agentlab_sched.is_cron_compat_schema(n.oid) THEN 'not made by agentlab-sched'
     END
     FROM (SELECT schema_name AS name) wanted
     LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = wanted.name

@@ -144,7 +144,7 @@ BEGIN
         EXECUTE format('GRANT SELECT ON public.procrastinate_jobs, public.procrastinate_workers TO %I', reader);
         -- pg_cron's monitoring views, in every compatibility schema migrate made (install_cron_compat).
         FOR t IN SELECT n.nspname FROM pg_catalog.pg_namespace n
-                 WHERE pg_catalog.obj_description(n.oid, 'pg_namespace') = agentlab_sched.cron_compat_comment() LOOP
+                 WHERE agentlab_sched.is_cron_compat_schema(n.oid) LOOP
             EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I', t.nspname, reader);
             EXECUTE format('GRANT SELECT ON %I.job, %I.job_run_details TO %I', t.nspname, t.nspname, reader);
         END LOOP;
