@@ -1,4 +1,4 @@
-"""The SQL check of due times (sql/22_cron_match.sql, cron_not_due()) against the Python core's evaluation.
+"""The SQL check of due times (sql/23_cron_match.sql, cron_not_due()) against the Python core's evaluation.
 
 For a cron expression, a zone, the DST policies and a seed, every instant of a window is a due time for
 SQL exactly when Python's evaluator (``Cron.iter_from``) gives it: fields, H values, day rules, seven

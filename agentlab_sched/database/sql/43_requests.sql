@@ -275,7 +275,7 @@ BEGIN
     END IF;
     -- The due times and refusals are checked, not taken on trust (the caller may be any admin): a manual
     -- request fires at the instant it asked for; a backfill at most limit.backfill_times distinct times,
-    -- ascending, inside its range, each a due time of the schedule's cron (22_cron_match.sql); a refusal
+    -- ascending, inside its range, each a due time of the schedule's cron (23_cron_match.sql); a refusal
     -- is a resolver's (recorded only by a worker's login), with one of the codes a resolver gives, in the
     -- system's words (record_fire renders them).
     IF req.kind = 'manual' AND (coalesce(array_length(times, 1), 0) <> 1 OR times[1] IS DISTINCT FROM req.fire_at) THEN
