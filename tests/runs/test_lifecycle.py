@@ -572,9 +572,10 @@ async def test_failures_count_reset_on_success_and_pause_the_schedule(conn: Conn
     s = await schedule_row(conn, sid)
     assert (s["consecutive_failures"], s["enabled"], s["next_run_at"]) == (3, False, None)
     since = messages.local_time(s["paused_at"].replace(second=0, microsecond=0), "Asia/Shanghai")
-    assert s["paused_reason"] == (
-        f"paused after 3 consecutive failures (since {since}, Asia/Shanghai); fix the cause, then resume it"
-    )
+    # The system's reason is kept as a message code, rendered in the reader's language when read.
+    assert (s["paused_reason"], s["paused_reason_code"]) == (None, "schedule.paused_after_failures")
+    reason = f"paused after 3 consecutive failures (since {since}, Asia/Shanghai); fix the cause, then resume it"
+    assert messages.render(s["paused_reason_code"], "en", **s["paused_reason_params"]) == reason
     cur = await conn.execute(
         "SELECT enabled, paused_reason, paused_at, consecutive_failures FROM agentlab_sched.schedule_status "
         "WHERE id = %s",
@@ -582,7 +583,7 @@ async def test_failures_count_reset_on_success_and_pause_the_schedule(conn: Conn
     )
     assert await cur.fetchone() == {
         "enabled": False,
-        "paused_reason": s["paused_reason"],
+        "paused_reason": reason,  # the view renders it
         "paused_at": s["paused_at"],
         "consecutive_failures": 3,
     }

@@ -16,6 +16,20 @@ BEGIN
 END
 $$;
 
+-- Rows in a DEFAULT partition of a history table (default_partition_rows()), NULL for a caller that may
+-- not call it (the reader).
+CREATE OR REPLACE FUNCTION agentlab_sched.doctor_default_partitions() RETURNS jsonb
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT has_function_privilege('agentlab_sched.default_partition_rows()', 'EXECUTE') THEN
+        RETURN NULL;
+    END IF;
+    RETURN agentlab_sched.default_partition_rows();
+END
+$$;
+
 -- The scheduler's own jobs (the tick, housekeeping) waiting for more than a minute at `at_time`: no live
 -- worker takes their queue. NULL when the caller may not read Procrastinate's events.
 CREATE OR REPLACE FUNCTION agentlab_sched.doctor_waiting_jobs(at_time timestamptz) RETURNS jsonb
@@ -131,8 +145,7 @@ AS $$
             FROM (SELECT s.task, jsonb_agg(s.name ORDER BY s.name) AS names FROM agentlab_sched.schedules s
                   WHERE s.enabled AND NOT agentlab_sched.task_registered(s.task) GROUP BY s.task) u), '[]'::jsonb),
         -- Rows in a DEFAULT partition of a history table (NULL when the caller may not look).
-        'default_partition_rows', CASE WHEN has_function_privilege('agentlab_sched.default_partition_rows()', 'EXECUTE')
-                                       THEN agentlab_sched.default_partition_rows() END,
+        'default_partition_rows', agentlab_sched.doctor_default_partitions(),
         'suspended_runs', coalesce((
             SELECT jsonb_agg(jsonb_build_object('run', left(r.id::text, 6), 'run_id', r.id, 'schedule', s.name,
                                                 'since', coalesce(r.suspended_at, r.updated_at)) ORDER BY r.created_at)
