@@ -264,6 +264,8 @@ CREATE TABLE agentlab_sched.runs (
     status text NOT NULL DEFAULT 'queued',
     job_id bigint REFERENCES public.procrastinate_jobs (id) ON DELETE SET NULL,
     segment integer NOT NULL DEFAULT 1,
+    -- The error as written: a task's own words, or the system's in the writer's language. A system error
+    -- also has its message as a term (error_term), rendered in the reader's language when read.
     error text,
     error_code text,
     result jsonb,
@@ -298,6 +300,7 @@ CREATE TABLE agentlab_sched.runs (
     -- clock, whatever name (cancelled_by) and time the caller gave.
     acted_by_login text,
     acted_at timestamptz,
+    error_term jsonb,
     -- The run statuses of agentlab_sched/core/statuses.py (tests/contract/test_statuses.py checks it).
     CONSTRAINT runs_status_check CHECK (status IN (
         'queued', 'running', 'awaiting_approval', 'suspended',

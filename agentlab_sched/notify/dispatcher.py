@@ -110,7 +110,7 @@ def event_info(row: dict) -> EventInfo:
         run_id=row["run_id"],
         status=payload.get("status") or row["run_status"] or row["event"],
         segment=row["segment"],
-        error=payload.get("error") or row["run_error"],
+        error=row["event_error"] or row["run_error"],
         started_at=_dt(payload.get("started_at")) or row["started_at"],
         finished_at=_dt(payload.get("finished_at")) or row["finished_at"],
         kind=row["kind"],

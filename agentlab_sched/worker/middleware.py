@@ -346,6 +346,7 @@ class RunMiddleware:
             job=job_id,
             message=message,
             code=code,
+            params=error_params(exc),
         )
 
     async def _record_result(
@@ -468,6 +469,18 @@ def error_text(exc: BaseException) -> tuple[str, str]:
         return f"KeyError: {exc.args[0]}", "run.task_failed"
     message = str(exc).strip()
     return (message or type(exc).__name__), "run.task_failed"
+
+
+def error_params(exc: BaseException) -> str | None:
+    """The parameters of a run error that is a message of the catalogue (a SchedError), as JSON, so that
+    it reads in the reader's language; None for a task's own words (kept as written) and for parameters
+    that are not JSON data."""
+    if not isinstance(exc, SchedError):
+        return None
+    try:
+        return json.dumps(exc.params, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
 
 
 def install(app: procrastinate.App, middleware: RunMiddleware | None = None) -> procrastinate.App:

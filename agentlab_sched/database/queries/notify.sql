@@ -6,7 +6,10 @@
 SELECT o.id, o.run_id::text AS run_id, o.event, o.segment, o.attempts, o.payload,
        s.id AS schedule_id, s.name AS schedule, s.timezone, s.timeout AS schedule_timeout,
        s.webhook_format, s.webhook_url_enc, s.webhook_secret_enc, s.webhook_events,
-       r.status AS run_status, r.error AS run_error, r.started_at, r.finished_at, r.timeout AS run_timeout,
+       r.status AS run_status,
+       agentlab_sched.run_error_text(r.error, r.error_term) AS run_error,
+       agentlab_sched.run_error_text(o.payload ->> 'error', o.payload -> 'error_term') AS event_error,
+       r.started_at, r.finished_at, r.timeout AS run_timeout,
        f.kind, f.fire_at, a.title AS step
   FROM agentlab_sched.outbox o
   LEFT JOIN agentlab_sched.schedules s ON s.id = o.schedule_id

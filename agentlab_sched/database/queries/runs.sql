@@ -9,7 +9,8 @@ SELECT agentlab_sched.find_run(%(ref)s::text) AS id
 -- name: get_run
 -- Run %(id)s as lifecycle.Run: its schedule's name and zone, its fire, the approval it waits on.
 SELECT r.id, r.schedule_id, s.name AS schedule_name, coalesce(s.timezone, 'UTC') AS timezone, r.fire_id,
-       f.fire_at, f.kind, r.task, r.inputs, r.status, r.segment, r.error, r.error_code, r.result, r.state,
+       f.fire_at, f.kind, r.task, r.inputs, r.status, r.segment,
+       agentlab_sched.run_error_text(r.error, r.error_term) AS error, r.error_code, r.result, r.state,
        r.session_key, r.started_by, r.timeout, r.deadline_at, r.abort_reason, r.cancelled_by, r.suspended_at,
        r.job_id, r.created_at, r.started_at, r.finished_at, r.updated_at,
        (SELECT to_jsonb(a) - 'job_id' FROM agentlab_sched.approvals a
@@ -24,7 +25,8 @@ WHERE r.id = %(id)s
 -- than the key (%(before_at)s, %(before_id)s) (a page after the last row of the previous one; each when
 -- given), at most %(limit)s; the columns of get_run. runs_created_idx serves the order.
 SELECT r.id, r.schedule_id, s.name AS schedule_name, coalesce(s.timezone, 'UTC') AS timezone, r.fire_id,
-       f.fire_at, f.kind, r.task, r.inputs, r.status, r.segment, r.error, r.error_code, r.result, r.state,
+       f.fire_at, f.kind, r.task, r.inputs, r.status, r.segment,
+       agentlab_sched.run_error_text(r.error, r.error_term) AS error, r.error_code, r.result, r.state,
        r.session_key, r.started_by, r.timeout, r.deadline_at, r.abort_reason, r.cancelled_by, r.suspended_at,
        r.job_id, r.created_at, r.started_at, r.finished_at, r.updated_at,
        (SELECT to_jsonb(a) - 'job_id' FROM agentlab_sched.approvals a
@@ -122,7 +124,7 @@ WITH l AS MATERIALIZED (SELECT set_config('agentlab_sched.locale', %(locale)s, t
 SELECT agentlab_sched.record_task_error(
     %(run)s::uuid, %(job)s,
     agentlab_sched.msg('run.task_not_serialisable', jsonb_build_object('problem', %(problem)s::text)),
-    'run.task_not_serialisable') AS value FROM l
+    'run.task_not_serialisable', jsonb_build_object('problem', %(problem)s::text)) AS value FROM l
 
 -- name: await_approval
 -- Run %(run)s asks a person %(title)s, keeping %(state)s: the segment that waits.
@@ -130,9 +132,11 @@ WITH l AS MATERIALIZED (SELECT set_config('agentlab_sched.locale', %(locale)s, t
 SELECT agentlab_sched.await_approval(%(run)s::uuid, %(job)s, %(title)s::text, %(state)s::jsonb) AS value FROM l
 
 -- name: record_task_error
--- Run %(run)s's task failed: %(message)s (code %(code)s).
+-- Run %(run)s's task failed: %(message)s (code %(code)s; with %(params)s when the error is a message of the
+-- catalogue, rendered in the reader's language when read, NULL for the task's own words).
 WITH l AS MATERIALIZED (SELECT set_config('agentlab_sched.locale', %(locale)s, true))
-SELECT agentlab_sched.record_task_error(%(run)s::uuid, %(job)s, %(message)s::text, %(code)s::text) AS value FROM l
+SELECT agentlab_sched.record_task_error(%(run)s::uuid, %(job)s, %(message)s::text, %(code)s::text,
+                                        %(params)s::jsonb) AS value FROM l
 
 -- name: record_result
 -- Run %(run)s's task returned %(value)s.

@@ -83,6 +83,15 @@ BEGIN
 END
 $$;
 
+-- Message `code` with `params` as a term (like messages.term() in Python): stored instead of its text,
+-- it renders in the reader's language when read (msg_value).
+CREATE OR REPLACE FUNCTION agentlab_sched.term(code text, params jsonb DEFAULT '{}'::jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT jsonb_build_object('msg', code, 'params', coalesce(params, '{}'::jsonb))
+$$;
+
 -- One parameter as message text: never a JSON or SQL repr (null -> "not set" / 未填写).
 CREATE OR REPLACE FUNCTION agentlab_sched.msg_value(value jsonb, loc text) RETURNS text
 LANGUAGE sql STABLE

@@ -235,7 +235,7 @@ BEGIN
              LEFT JOIN public.procrastinate_jobs j ON j.id = x.job_id
              WHERE x.schedule_id = sid AND agentlab_sched.run_is_open(x.status)
              ORDER BY x.id FOR UPDATE OF x NOWAIT LOOP
-        UPDATE agentlab_sched.runs SET abort_reason = code, error = agentlab_sched.msg(code), error_code = code
+        UPDATE agentlab_sched.runs SET abort_reason = code, error = agentlab_sched.msg(code), error_code = code, error_term = agentlab_sched.term(code)
         WHERE id = r.id;
         IF agentlab_sched.run_is_held(r.status) THEN
             UPDATE agentlab_sched.runs SET status = 'cancelled', finished_at = now(), deadline_at = NULL

@@ -193,16 +193,16 @@ BEGIN
         UPDATE agentlab_sched.runs x
         SET status = 'queued', job_id = jid, interrupts = x.interrupts + 1, deadline_at = NULL, finished_at = NULL,
             abort_reason = NULL, abort_requested_at = NULL, outcome = NULL,
-            error = agentlab_sched.msg('run.interrupted_retried', jsonb_build_object('attempt', x.interrupts + 1,
-                                                                                     'most', most)),
-            error_code = 'run.interrupted_retried', updated_at = at
+            error = agentlab_sched.msg('run.interrupted_retried', jsonb_build_object('attempt', x.interrupts + 1, 'most', most)),
+            error_code = 'run.interrupted_retried', error_term = agentlab_sched.term('run.interrupted_retried', jsonb_build_object('attempt', x.interrupts + 1, 'most', most)),
+            updated_at = at
         WHERE x.id = r.id;
         RETURN 'queued';
     ELSIF outcome = 'cancelled' THEN
         UPDATE agentlab_sched.runs x
         SET status = 'cancelled', finished_at = at, deadline_at = NULL, abort_reason = 'interrupted',
             abort_requested_at = NULL, error = agentlab_sched.msg('run.interrupted_abandoned'),
-            error_code = 'run.interrupted_abandoned', updated_at = at
+            error_code = 'run.interrupted_abandoned', error_term = agentlab_sched.term('run.interrupted_abandoned'), updated_at = at
         WHERE x.id = r.id;
         IF job_live AND r.job_id IS NOT NULL THEN
             PERFORM public.procrastinate_finish_job_v1(r.job_id, 'aborted', false);  -- its lock released
@@ -216,7 +216,7 @@ BEGIN
                      THEN agentlab_sched.msg('run.suspended_after_retries', jsonb_build_object('count', r.interrupts))
                      ELSE agentlab_sched.msg('run.suspended') END,
         error_code = CASE WHEN policy = 'retry' THEN 'run.suspended_after_retries' ELSE 'run.suspended' END,
-        updated_at = at
+        error_term = CASE WHEN policy = 'retry' THEN agentlab_sched.term('run.suspended_after_retries', jsonb_build_object('count', r.interrupts)) ELSE agentlab_sched.term('run.suspended') END, updated_at = at
     WHERE x.id = r.id;
     RETURN 'suspended';
 END
@@ -308,15 +308,15 @@ BEGIN
         finished_at = CASE WHEN agentlab_sched.run_is_final(next_status) THEN now()
                            ELSE NULL END,
         error = CASE WHEN code IS NOT NULL THEN agentlab_sched.msg(code, params)
-                     WHEN next_status = 'timed_out' THEN coalesce(x.error, agentlab_sched.msg(
-                         'run.timed_out', jsonb_build_object('timeout', jsonb_build_object(
-                             'duration', extract(epoch FROM x.timeout)))))
+                     WHEN next_status = 'timed_out' THEN coalesce(x.error, agentlab_sched.msg('run.timed_out', agentlab_sched.run_timeout_params(x.timeout)))
                      WHEN next_status IN ('queued', 'running', 'succeeded') THEN NULL
                      ELSE x.error END,
         error_code = CASE WHEN code IS NOT NULL THEN code
                           WHEN next_status = 'timed_out' THEN coalesce(x.error_code, 'run.timed_out')
                           WHEN next_status IN ('queued', 'running', 'succeeded') THEN NULL
                           ELSE x.error_code END,
+        error_term = CASE WHEN code IS NOT NULL THEN agentlab_sched.term(code, params) WHEN next_status = 'timed_out' AND x.error IS NULL THEN agentlab_sched.term('run.timed_out', agentlab_sched.run_timeout_params(x.timeout))
+                          WHEN next_status IN ('queued', 'running', 'succeeded') THEN NULL ELSE x.error_term END,
         outcome = CASE WHEN agentlab_sched.run_is_active(next_status) THEN NULL ELSE x.outcome END,
         -- The result of a body that returned after it was cancelled is discarded.
         result = CASE WHEN next_status = 'cancelled' THEN NULL ELSE x.result END,

@@ -194,3 +194,26 @@ CREATE OR REPLACE TRIGGER runs_lifecycle
     BEFORE UPDATE OF status ON agentlab_sched.runs
     FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
     EXECUTE FUNCTION agentlab_sched.runs_lifecycle();
+
+-- A run's error in the reader's language (the session's agentlab_sched.locale): one the system wrote (a
+-- term, {"msg": code, "params": ...}) rendered now; a task's own words (no term), and a term whose code
+-- the catalogue does not know, read as recorded.
+CREATE OR REPLACE FUNCTION agentlab_sched.run_error_text(recorded text, term jsonb) RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE
+        WHEN jsonb_typeof(term) = 'object'
+             AND EXISTS (SELECT 1 FROM agentlab_sched.messages m WHERE m.code = term ->> 'msg')
+            THEN agentlab_sched.msg_value(term, agentlab_sched.locale())
+        ELSE recorded
+    END
+$$;
+
+-- The parameters of a timed-out run's error: its timeout, a duration rendered in the reader's language.
+CREATE OR REPLACE FUNCTION agentlab_sched.run_timeout_params(timeout interval) RETURNS jsonb
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT jsonb_build_object('timeout', jsonb_build_object('duration', extract(epoch FROM timeout)))
+$$;

@@ -65,7 +65,7 @@ BEGIN
     END IF;
     UPDATE agentlab_sched.runs r
     SET status = 'awaiting_approval', state = await_approval.state, deadline_at = NULL, error = NULL,
-        error_code = NULL, updated_at = now()
+        error_code = NULL, error_term = NULL, updated_at = now()
     WHERE r.id = await_approval.run_id AND r.job_id = job AND r.status = 'running'
     RETURNING r.segment INTO seg;
     IF seg IS NULL THEN
@@ -82,15 +82,18 @@ $$;
 
 -- The task raised: its message becomes the run's error (the job trigger then marks the run failed, or
 -- queued again when Procrastinate retries it). Also what the run becomes if the job is deleted instead of
--- finished (runs.outcome).
-CREATE OR REPLACE FUNCTION agentlab_sched.record_task_error(run_id uuid, job bigint, message text, code text)
+-- finished (runs.outcome). With `params`, the error is a message of the catalogue (code), rendered in the
+-- reader's language when read; without, the task's own words, kept as written.
+CREATE OR REPLACE FUNCTION agentlab_sched.record_task_error(run_id uuid, job bigint, message text, code text,
+                                                            params jsonb DEFAULT NULL)
 RETURNS boolean
 LANGUAGE sql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    UPDATE agentlab_sched.runs r SET error = left(message, 4000), error_code = code, outcome = 'failed',
-                                     updated_at = now()
+    UPDATE agentlab_sched.runs r SET error = left(message, 4000), error_code = code,
+                                     error_term = CASE WHEN params IS NOT NULL THEN agentlab_sched.term(code, params) END,
+                                     outcome = 'failed', updated_at = now()
     WHERE r.id = run_id AND r.job_id = job AND r.status = 'running'
     RETURNING true
 $$;
@@ -169,7 +172,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
     UPDATE agentlab_sched.runs r
     SET error = agentlab_sched.msg('run.task_unknown', jsonb_build_object('task', r.task)),
-        error_code = 'run.task_unknown', outcome = 'failed', updated_at = now()
+        error_code = 'run.task_unknown', error_term = agentlab_sched.term('run.task_unknown', jsonb_build_object('task', r.task)), outcome = 'failed',
+        updated_at = now()
     WHERE r.job_id = job AND r.status = 'running'
     RETURNING true
 $$;
@@ -188,6 +192,8 @@ AS $$
 DECLARE
     r agentlab_sched.runs;
     late interval;
+    code text;
+    params jsonb;
 BEGIN
     SELECT * INTO r FROM agentlab_sched.runs x WHERE x.id = run_id AND x.job_id = job FOR UPDATE;
     IF NOT FOUND OR r.abort_reason IS NULL THEN
@@ -196,14 +202,11 @@ BEGIN
     UPDATE agentlab_sched.runs x SET outcome = 'aborted' WHERE x.id = r.id AND x.status = 'running';
     IF r.abort_reason = 'timeout' THEN
         late := now - coalesce(r.abort_requested_at, now);
-        UPDATE agentlab_sched.runs x SET
-            error = CASE WHEN late > abort_grace
-                         THEN agentlab_sched.msg('run.timed_out_late', jsonb_build_object(
-                             'timeout', jsonb_build_object('duration', extract(epoch FROM r.timeout)), 'late', jsonb_build_object('duration', extract(epoch FROM late))))
-                         ELSE agentlab_sched.msg('run.timed_out', jsonb_build_object(
-                             'timeout', jsonb_build_object('duration', extract(epoch FROM r.timeout)))) END,
-            error_code = CASE WHEN late > abort_grace THEN 'run.timed_out_late' ELSE 'run.timed_out' END,
-            updated_at = now()
+        code := CASE WHEN late > abort_grace THEN 'run.timed_out_late' ELSE 'run.timed_out' END;
+        params := agentlab_sched.run_timeout_params(r.timeout) || CASE WHEN late > abort_grace
+            THEN jsonb_build_object('late', jsonb_build_object('duration', extract(epoch FROM late))) ELSE '{}'::jsonb END;
+        UPDATE agentlab_sched.runs x
+        SET error = agentlab_sched.msg(code, params), error_code = code, error_term = agentlab_sched.term(code, params), updated_at = now()
         WHERE x.id = r.id;
     END IF;
     RETURN r.abort_reason;

@@ -64,7 +64,10 @@ BEGIN
         error = CASE WHEN nullif(btrim(reject.comment), '') IS NULL
                      THEN agentlab_sched.msg('run.rejected_by', jsonb_build_object('by', who))
                      ELSE agentlab_sched.msg('run.rejected_by_saying', jsonb_build_object('by', who, 'comment', reject.comment)) END,
-        error_code = 'run.rejected', updated_at = now()
+        error_code = 'run.rejected', error_term = CASE WHEN nullif(btrim(reject.comment), '') IS NULL
+            THEN agentlab_sched.term('run.rejected_by', jsonb_build_object('by', who))
+            ELSE agentlab_sched.term('run.rejected_by_saying', jsonb_build_object('by', who, 'comment', reject.comment)) END,
+        updated_at = now()
     WHERE x.id = r.id;
     RETURN 'cancelled';
 END
@@ -102,7 +105,7 @@ BEGIN
         END IF;
     END IF;
     UPDATE agentlab_sched.runs x
-    SET status = 'queued', job_id = jid, error = NULL, error_code = NULL, abort_reason = NULL,
+    SET status = 'queued', job_id = jid, error = NULL, error_code = NULL, error_term = NULL, abort_reason = NULL,
         abort_requested_at = NULL, finished_at = NULL, interrupts = 0, updated_at = now,
         acted_by_login = session_user, acted_at = pg_catalog.clock_timestamp()
     WHERE x.id = r.id;
@@ -142,6 +145,7 @@ BEGIN
     UPDATE agentlab_sched.runs x
     SET status = 'cancelled', finished_at = now, cancelled_by = by, abort_reason = 'abandoned',
         error = agentlab_sched.msg('run.abandoned_by', jsonb_build_object('by', by)), error_code = 'run.abandoned',
+        error_term = agentlab_sched.term('run.abandoned_by', jsonb_build_object('by', by)),
         deadline_at = NULL, updated_at = now, acted_by_login = session_user, acted_at = pg_catalog.clock_timestamp()
     WHERE x.id = r.id;
     IF EXISTS (SELECT 1 FROM public.procrastinate_jobs j WHERE j.id = r.job_id AND j.status = 'doing') THEN
@@ -235,6 +239,7 @@ BEGIN
     UPDATE agentlab_sched.runs x
     SET abort_reason = 'cancel', abort_requested_at = now, cancelled_by = by,
         error = agentlab_sched.msg('run.cancelled_by', jsonb_build_object('by', by)), error_code = 'run.cancelled',
+        error_term = agentlab_sched.term('run.cancelled_by', jsonb_build_object('by', by)),
         updated_at = now, acted_by_login = session_user, acted_at = pg_catalog.clock_timestamp()
     WHERE x.id = r.id;
     IF r.status = 'running' AND js = 'doing' THEN

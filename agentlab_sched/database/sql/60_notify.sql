@@ -65,7 +65,7 @@ BEGIN
     END IF;
     INSERT INTO agentlab_sched.outbox (run_id, run_created_at, schedule_id, event, segment, payload)
     VALUES (NEW.id, NEW.created_at, NEW.schedule_id, ev, NEW.segment,
-            jsonb_build_object('status', NEW.status, 'error', NEW.error, 'error_code', NEW.error_code,
+            jsonb_build_object('status', NEW.status, 'error', NEW.error, 'error_code', NEW.error_code, 'error_term', NEW.error_term,
                                'started_at', NEW.started_at, 'finished_at', NEW.finished_at))
     ON CONFLICT ON CONSTRAINT outbox_once DO NOTHING;
     GET DIAGNOSTICS written = ROW_COUNT;

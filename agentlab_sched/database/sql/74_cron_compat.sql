@@ -66,7 +66,7 @@ SELECT agentlab_sched.cron_jobid(s.id, s.imported_from) AS jobid,
             ELSE 'starting' END AS status,
        CASE WHEN f.status <> 'started' THEN f.reason
             WHEN r.status = 'succeeded' THEN agentlab_sched.cron_return_message(r.result)
-            WHEN r.status IN ('failed', 'timed_out', 'cancelled') THEN coalesce(r.error, r.status)
+            WHEN r.status IN ('failed', 'timed_out', 'cancelled') THEN coalesce(agentlab_sched.run_error_text(r.error, r.error_term), r.status)
        END AS return_message,
        coalesce(r.started_at, f.created_at) AS start_time,
        r.finished_at AS end_time

@@ -118,9 +118,10 @@ AS $$
         'failing', coalesce((
             SELECT jsonb_agg(jsonb_build_object('name', s.name, 'failures', s.consecutive_failures,
                                                 'status', lr.status, 'error_code', lr.error_code,
-                                                'error', lr.error, 'at', lr.finished_at) ORDER BY s.name)
+                                                'error', agentlab_sched.run_error_text(lr.error, lr.error_term),
+                                                'at', lr.finished_at) ORDER BY s.name)
             FROM agentlab_sched.schedules s
-            LEFT JOIN LATERAL (SELECT r.status, r.error_code, r.error, r.finished_at FROM agentlab_sched.runs r
+            LEFT JOIN LATERAL (SELECT r.status, r.error_code, r.error, r.error_term, r.finished_at FROM agentlab_sched.runs r
                                WHERE r.schedule_id = s.id AND r.status IN ('failed', 'timed_out')
                                ORDER BY r.created_at DESC LIMIT 1) lr ON true
             WHERE s.enabled AND s.consecutive_failures >= 3), '[]'::jsonb),

@@ -91,7 +91,10 @@ BEGIN
         SET error = agentlab_sched.msg('run.ignoring_abort', jsonb_build_object(
                 'timeout', jsonb_build_object('duration', extract(epoch FROM r.timeout)),
                 'late', jsonb_build_object('duration', extract(epoch FROM now - r.abort_requested_at)))),
-            error_code = 'run.ignoring_abort', updated_at = now
+            error_code = 'run.ignoring_abort', updated_at = now,
+            error_term = agentlab_sched.term('run.ignoring_abort', jsonb_build_object(
+                'timeout', jsonb_build_object('duration', extract(epoch FROM r.timeout)),
+                'late', jsonb_build_object('duration', extract(epoch FROM now - r.abort_requested_at))))
         WHERE x.id = r.id;
         RETURN 'ignoring_abort';
     END IF;
