@@ -92,3 +92,13 @@ def test_a_system_error_is_stored_as_a_term_and_read_in_the_readers_language(db_
                                                     ids[key]])  # fmt: skip
             assert shown.exit_code == 0, shown.output
             assert words in shown.stdout, shown.stdout
+
+
+def test_doctor_gives_the_last_error_of_a_failing_schedule_in_its_readers_language(db_url: str) -> None:
+    ids = _written_by_a_zh_worker(db_url)
+    with db.connect_sync(db_url, locale="en") as conn:  # the timed-out run is the latest failure
+        conn.execute(f"DELETE FROM {S}.runs WHERE id = %s", (ids["failed"],))
+        conn.execute(f"UPDATE {S}.schedules SET consecutive_failures = 3 WHERE name = 'daily'")
+    for locale in ("en", "zh-CN"):
+        result = CliRunner(env=ENV).invoke(app, ["--database-url", db_url, "--locale", locale, "doctor"])
+        assert TIMED_OUT[locale] in result.stdout, result.stdout
