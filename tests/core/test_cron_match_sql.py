@@ -113,7 +113,7 @@ POLICIES = st.tuples(st.sampled_from(cronlib.DST_GAP), st.sampled_from(cronlib.D
 NAMES = st.sampled_from(["s", "nightly report", "报表", "x" * 40])
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.sampled_from(TRANSITIONS), HOURS, MINUTES, SECONDS, POLICIES, NAMES)
 def test_sql_and_python_agree_around_dst_transitions(
     sql: psycopg.Connection[Any],
@@ -140,7 +140,7 @@ MONTHS = st.sampled_from(["*", "2", "FEB", "1-6", "*/3", "H", "12", "apr,jun"])
 DOW = st.sampled_from(["*", "?", "MON", "1-5", "SAT-SUN", "5L", "FRI#2", "0#5", "7", "mon-0", "H", "6L,1#1"])
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(DOM, MONTHS, DOW, st.sampled_from(["UTC", "Europe/Berlin", "Asia/Tokyo"]), NAMES)
 def test_sql_and_python_agree_on_day_rules(
     sql: psycopg.Connection[Any], dom: str, month: str, dow: str, tz: str, name: str

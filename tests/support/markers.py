@@ -130,6 +130,9 @@ def kinds(item: pytest.Item) -> set[str]:
 #: processes end together rather than one finishing a long test alone at the end.
 LONG_FIRST = (
     "runs/test_run_model.py::",
+    "core/test_cron_match_sql.py::test_sql_and_python_agree_on_day_rules",
+    "core/test_cron_match_sql.py::test_sql_and_python_agree_around_dst_transitions",
+    "cluster/test_citus.py::test_once_only",
     "contract/test_repository.py::test_the_floor_run",
     "worker/test_outages.py::test_every_connection",
     "worker/test_worker_pool_open.py::",
