@@ -103,7 +103,7 @@ def text(value: object, locale: str) -> str:
         return render(str(value["msg"]), locale, **(value.get("params") or {}))
     if isinstance(value, dict) and "items" in value and "more" in value:  # a list cut by shown()
         listed = text(value["items"], locale)
-        more = int(value["more"])  # type: ignore[call-overload]
+        more = int(str(value["more"]))
         return render("doctor.and_more", locale, items=listed, count=more) if more else listed
     if isinstance(value, bool):
         return ("yes" if value else "no") if locale == "en" else ("是" if value else "否")

@@ -262,7 +262,13 @@ def _schedules(facts: Mapping[str, Any]) -> list[Finding]:
     stopped = facts.get("stopped") or []
     if stopped:
         found.append(
-            Finding("stopped", "problem", "doctor.stopped", {"names": messages.shown(s["name"] for s in stopped)}, tuple(stopped))
+            Finding(
+                "stopped",
+                "problem",
+                "doctor.stopped",
+                {"names": messages.shown(s["name"] for s in stopped)},
+                tuple(stopped),
+            )
         )
     failing = facts.get("paused_after_failures") or []
     if failing:
@@ -448,5 +454,11 @@ def _keys(facts: Mapping[str, Any], settings: Settings) -> Finding:
         or (h.get("secret") and box.try_open(h["secret"], schedule_id=h["id"], field="webhook_secret") is None)
     ]
     if bad:
-        return Finding("keys", "problem", "doctor.keys_cannot_decrypt", {"names": messages.shown(bad)}, tuple({"name": n} for n in bad))
+        return Finding(
+            "keys",
+            "problem",
+            "doctor.keys_cannot_decrypt",
+            {"names": messages.shown(bad)},
+            tuple({"name": n} for n in bad),
+        )
     return Finding("keys", "ok", "doctor.keys_ok", {"count": len(hooks)})
