@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import string
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -82,6 +82,17 @@ def seconds(value: float | int | timedelta) -> dict[str, float]:
     return {"duration": value.total_seconds() if isinstance(value, timedelta) else float(value)}
 
 
+#: The most items a list shown with :func:`shown` names; the rest are counted ("and 480 more").
+SHOWN = 20
+
+
+def shown(values: Iterable[object], limit: int = SHOWN) -> dict[str, object]:
+    """A list parameter that renders as its first ``limit`` items and how many more there are, so that a
+    message about 100,000 schedules stays a line (the full list is the caller's to keep, e.g. as items)."""
+    items = list(values)
+    return {"items": items[:limit], "more": max(0, len(items) - limit)}
+
+
 def text(value: object, locale: str) -> str:
     """Render one parameter for a message: never a Python repr."""
     if value is None:
@@ -90,6 +101,10 @@ def text(value: object, locale: str) -> str:
         return duration(float(value["duration"]), locale)
     if isinstance(value, dict) and "msg" in value:  # a term that is itself a message, e.g. a field name
         return render(str(value["msg"]), locale, **(value.get("params") or {}))
+    if isinstance(value, dict) and "items" in value and "more" in value:  # a list cut by shown()
+        listed = text(value["items"], locale)
+        more = int(str(value["more"]))
+        return render("doctor.and_more", locale, items=listed, count=more) if more else listed
     if isinstance(value, bool):
         return ("yes" if value else "no") if locale == "en" else ("是" if value else "否")
     if isinstance(value, (list, tuple, set, frozenset)):

@@ -167,6 +167,8 @@ MESSAGES.update(
             "时钟:本机比数据库{direction} {skew};请校准时间(NTP)",
         ),
         "doctor.overdue_none": ("overdue schedules: none", "逾期的定时任务:无"),
+        # A long list in a finding: its first items, then how many are not shown (messages.shown).
+        "doctor.and_more": ("{items} and {count} more", "{items} 及另外 {count} 项"),
         "doctor.overdue": (
             "overdue schedules: {count} ({names}): nothing fired them on time",
             "逾期的定时任务:{count} 个({names}):没有按时触发",

@@ -253,7 +253,7 @@ def _schedules(facts: Mapping[str, Any]) -> list[Finding]:
                 "overdue",
                 "problem",
                 "doctor.overdue",
-                {"count": len(overdue), "names": [o["name"] for o in overdue]},
+                {"count": len(overdue), "names": messages.shown(o["name"] for o in overdue)},
                 tuple(overdue),
             )
         )
@@ -262,7 +262,13 @@ def _schedules(facts: Mapping[str, Any]) -> list[Finding]:
     stopped = facts.get("stopped") or []
     if stopped:
         found.append(
-            Finding("stopped", "problem", "doctor.stopped", {"names": [s["name"] for s in stopped]}, tuple(stopped))
+            Finding(
+                "stopped",
+                "problem",
+                "doctor.stopped",
+                {"names": messages.shown(s["name"] for s in stopped)},
+                tuple(stopped),
+            )
         )
     failing = facts.get("paused_after_failures") or []
     if failing:
@@ -271,7 +277,7 @@ def _schedules(facts: Mapping[str, Any]) -> list[Finding]:
                 "stopped",
                 "problem",
                 "doctor.paused_after_failures",
-                {"names": [s["name"] for s in failing]},
+                {"names": messages.shown(s["name"] for s in failing)},
                 tuple(failing),
             )
         )
@@ -302,8 +308,8 @@ def _schedules(facts: Mapping[str, Any]) -> list[Finding]:
                 "problem",
                 "doctor.unregistered",
                 {
-                    "tasks": [u["task"] for u in unregistered],
-                    "names": [n for u in unregistered for n in u["schedules"]],
+                    "tasks": messages.shown(u["task"] for u in unregistered),
+                    "names": messages.shown(n for u in unregistered for n in u["schedules"]),
                 },
                 tuple(unregistered),
             )
@@ -370,7 +376,7 @@ def _requests(facts: Mapping[str, Any]) -> list[Finding]:
                 "requests",
                 "problem",
                 "doctor.failed_requests",
-                {"count": len(failed), "details": [f"{r['schedule']}: {r['error']}" for r in failed]},
+                {"count": len(failed), "details": messages.shown(f"{r['schedule']}: {r['error']}" for r in failed)},
                 tuple(failed),
             )
         )
@@ -381,7 +387,7 @@ def _requests(facts: Mapping[str, Any]) -> list[Finding]:
                 "requests",
                 "problem",
                 "doctor.waiting_requests",
-                {"count": len(waiting), "names": [r["schedule"] for r in waiting]},
+                {"count": len(waiting), "names": messages.shown(r["schedule"] for r in waiting)},
                 tuple(waiting),
             )
         )
@@ -399,7 +405,7 @@ def _notifications(facts: Mapping[str, Any]) -> list[Finding]:
                 "notifications",
                 "problem",
                 "doctor.notifications_failing",
-                {"count": len(failing), "details": details},
+                {"count": len(failing), "details": messages.shown(details)},
                 tuple(failing),
             )
         )
@@ -448,5 +454,11 @@ def _keys(facts: Mapping[str, Any], settings: Settings) -> Finding:
         or (h.get("secret") and box.try_open(h["secret"], schedule_id=h["id"], field="webhook_secret") is None)
     ]
     if bad:
-        return Finding("keys", "problem", "doctor.keys_cannot_decrypt", {"names": bad}, tuple({"name": n} for n in bad))
+        return Finding(
+            "keys",
+            "problem",
+            "doctor.keys_cannot_decrypt",
+            {"names": messages.shown(bad)},
+            tuple({"name": n} for n in bad),
+        )
     return Finding("keys", "ok", "doctor.keys_ok", {"count": len(hooks)})

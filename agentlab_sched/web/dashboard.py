@@ -163,7 +163,7 @@ class Dashboard:
         self.people = People(config)
         self.hub = Hub(config.database_url)
         self.env = _environment()
-        self.load_cache: tuple[datetime, list[int]] | None = None
+        self.load_cache: tuple[datetime, dict[str, Any]] | None = None
         self.doctor_cache: dict[str, tuple[float, datetime, list[health.Finding]]] = {}
 
     # ------------------------------------------------------------------------------ rendering
@@ -873,17 +873,8 @@ async def _load_counts(conn: psycopg.AsyncConnection[Any], now: datetime) -> lis
     return counts
 
 
-@_guard
-async def load_page(dash: Dashboard, request: Request, person: Person) -> Response:
-    now = datetime.now(UTC).replace(second=0, microsecond=0)
-    async with dash.conn(request, person) as conn:
-        # Kept for the minute (the same for everyone: it is what the schedules, which every role may read, say).
-        if dash.load_cache is not None and dash.load_cache[0] == now:
-            counts = dash.load_cache[1]
-        else:
-            counts = await _load_counts(conn, now)
-            dash.load_cache = (now, counts)
-        lateness = await queries.rows(conn, "web_lateness", {"now": datetime.now(UTC)})
+def _heat_map(counts: list[int], now: datetime) -> dict[str, Any]:
+    """The load page's grid (an hour a row, a minute a cell, each with its count and shade) from the counts."""
     peak = max(counts) if counts else 0
 
     def level(c: int) -> int:
@@ -892,14 +883,27 @@ async def load_page(dash: Dashboard, request: Request, person: Person) -> Respon
     hours = []
     for h in range(24):
         hour = now + timedelta(hours=h)
-        label = hour.strftime("%H:%M")
         cells = []
         for m in range(60):
-            at = hour + timedelta(minutes=m)
             c = counts[h * 60 + m]
-            cells.append((at.strftime("%Y-%m-%d %H:%M"), c, level(c)))
-        hours.append({"label": label, "cells": cells})
-    return dash.render(request, "load.html", hours=hours, peak=peak, total=sum(counts), lateness=lateness)
+            cells.append(((hour + timedelta(minutes=m)).strftime("%Y-%m-%d %H:%M"), c, level(c)))
+        hours.append({"label": hour.strftime("%H:%M"), "cells": cells})
+    return {"hours": hours, "peak": peak, "total": sum(counts)}
+
+
+@_guard
+async def load_page(dash: Dashboard, request: Request, person: Person) -> Response:
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    async with dash.conn(request, person) as conn:
+        # Kept for the minute (the same for everyone: it is what the schedules, which every role may read, say),
+        # the grid built from the counts with it.
+        if dash.load_cache is not None and dash.load_cache[0] == now:
+            grid = dash.load_cache[1]
+        else:
+            grid = _heat_map(await _load_counts(conn, now), now)
+            dash.load_cache = (now, grid)
+        lateness = await queries.rows(conn, "web_lateness", {"now": datetime.now(UTC)})
+    return dash.render(request, "load.html", lateness=lateness, **grid)
 
 
 # ----------------------------------------------------------------------------------------- assembly

@@ -350,3 +350,34 @@ def test_a_webhook_shows_its_host_hint_never_its_url_or_secret(web: Web) -> None
     for path in ("/schedules/report", "/schedules"):
         text = client.get(path).text
         assert token not in text and "s3cret-value" not in text and "gAAAAA" not in text
+
+
+def test_health_names_at_most_twenty_of_many_schedules_and_counts_the_rest(web: Web) -> None:
+    with web.owner() as conn:
+        conn.execute(
+            "SELECT agentlab_sched.schedule('s' || lpad(g::text, 3, '0'), '0 9 * * *', 'reports.gone')"
+            " FROM generate_series(1, 500) g"
+        )
+    shown = ", ".join(f"s{n:03}" for n in range(1, 21))
+    page = web.signed_in(web.admin).get("/health").text
+    assert (
+        f"tasks no live worker has registered: reports.gone (schedules {shown} and 480 more); their fires are "
+        "refused until a worker whose app has them runs"
+    ) in page
+    assert "s021" not in page and len(page) < 20_000
+    zh = web.signed_in(web.admin).get("/health?lang=zh-CN").text
+    assert f"(定时任务 {'、'.join(f's{n:03}' for n in range(1, 21))} 及另外 480 项)" in zh
+
+
+def test_load_shows_the_lateness_of_the_runs_fires_started(web: Web) -> None:
+    web.schedule("report", cron="*/5 * * * *")
+    run_id = web.launch("report")
+    with web.owner() as conn:
+        conn.execute(
+            "UPDATE agentlab_sched.runs r SET started_at = f.fire_at + interval '2 seconds'"
+            " FROM agentlab_sched.fires f WHERE f.run_id = r.id AND r.id = %s",
+            (run_id,),
+        )
+    page = web.signed_in(web.admin).get("/load").text
+    [row] = re.findall(r"<tr><td>[^<]* UTC</td><td>(\d+)</td><td>([\d.]+)</td><td>([\d.]+)</td></tr>", page)
+    assert row == ("1", "2.000", "2.000")
