@@ -114,9 +114,6 @@ class RunModel(RuleBasedStateMachine):
         self._settled = -1
         self.loop = asyncio.new_event_loop()
         self.conn = self.loop.run_until_complete(db.connect(self.url, locale="en"))
-        # The model's own statements repeat thousands of times over partitioned tables: prepared, they
-        # are planned once (the product's connections prepare nothing, for transaction poolers).
-        self.conn.prepare_threshold = 1
         self.q(
             """TRUNCATE agentlab_sched.runs, agentlab_sched.fires, agentlab_sched.schedules, agentlab_sched.outbox,
                         agentlab_sched.fire_requests, agentlab_sched.approvals, public.procrastinate_jobs,
