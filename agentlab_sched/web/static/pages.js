@@ -9,7 +9,7 @@
   function refresh() {
     // Fetch this very page again and swap its <main>: the server renders, this only replaces.
     var active = document.activeElement;
-    if (active && active.form && active.form.method === "post") return; // never under someone's typing
+    if (active && active.form) return; // never under someone's typing (a filter, an edit, a comment)
     fetch(window.location.href, { credentials: "same-origin", headers: { "Accept": "text/html" } })
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (html) {
@@ -36,6 +36,9 @@
   if (events && window.EventSource) {
     var source = new EventSource(events);
     source.addEventListener("change", changed);
+    // Once listening (and after each reconnect): what changed between the page's render and now was
+    // announced to nobody, so look once.
+    source.addEventListener("open", changed);
   }
 
   function setupPreview() {
