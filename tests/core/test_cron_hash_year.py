@@ -7,17 +7,13 @@ import collections
 import hashlib
 import itertools
 import json
-import os
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
 import pytest
-from psycopg import conninfo
 from psycopg.rows import DictRow
 
-from agentlab_sched import database as db
 from agentlab_sched.core import cron, planner
 from agentlab_sched.errors import ValidationError
 from tests.support.rows import fetched
@@ -127,21 +123,6 @@ def test_year_field_quartz_order() -> None:
     assert zoned.next_after(T0, "Europe/Riga") == datetime(2027, 7, 1, 9, 0, tzinfo=UTC)
     # Every year written as *: the same as six fields
     assert cron.parse("0 15 10 * * ? *").next_after(T0, "UTC") == datetime(2026, 3, 1, 10, 15, tzinfo=UTC)
-
-
-@pytest.fixture(scope="module")
-def sql(pg_server: str, template_db: str) -> Iterator[psycopg.Connection[DictRow]]:
-    """An autocommit connection to a database of this module's own."""
-    name = f"cron_hash_{os.getpid()}"
-    with psycopg.connect(pg_server, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-    try:
-        with db.connect_sync(conninfo.make_conninfo(pg_server, dbname=name), locale="en") as conn:
-            yield conn
-    finally:
-        with psycopg.connect(pg_server, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 REFUSED = [

@@ -9,9 +9,7 @@ hour, half an hour, a whole day (Apia 2011) or backwards (Dublin).
 from __future__ import annotations
 
 import itertools
-import os
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,28 +17,10 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from psycopg import conninfo
 
-from agentlab_sched import database as db
 from agentlab_sched.core import cron as cronlib
 from agentlab_sched.errors import ValidationError
 from tests.support.rows import fetched
-
-
-@pytest.fixture(scope="module")
-def sql(pg_server: str, template_db: str) -> Iterator[psycopg.Connection[Any]]:
-    """An autocommit connection to a database of this module's own."""
-    name = f"cron_match_{os.getpid()}"
-    with psycopg.connect(pg_server, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-    try:
-        with db.connect_sync(conninfo.make_conninfo(pg_server, dbname=name), locale="en") as conn:
-            yield conn
-    finally:
-        with psycopg.connect(pg_server, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
 
 #: (zone, an instant near a transition of it).
 TRANSITIONS = [

@@ -6,38 +6,19 @@ including the property test.
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from psycopg import conninfo
 from psycopg.rows import DictRow
 
-from agentlab_sched import database as db
 from agentlab_sched.core.cron import MACROS, check_timezone
 from agentlab_sched.errors import ValidationError, from_database
 from tests.support.cron_cases import BAD, BAD_ANCHORS, GOOD_ANCHORS, MALFORMED_INTERVALS, VALID, problem_of
 from tests.support.rows import fetched
-
-
-@pytest.fixture(scope="module")
-def sql(pg_server: str, template_db: str) -> Iterator[psycopg.Connection[DictRow]]:
-    """An autocommit connection (locale en) to a database of this module's own."""
-    name = f"cron_sql_{os.getpid()}"
-    with psycopg.connect(pg_server, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-    try:
-        with db.connect_sync(conninfo.make_conninfo(pg_server, dbname=name), locale="en") as conn:
-            yield conn
-    finally:
-        with psycopg.connect(pg_server, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def sql_problem(conn: psycopg.Connection[DictRow], expr: str | None) -> dict[str, Any] | None:
