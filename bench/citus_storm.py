@@ -2,7 +2,7 @@
 workers), against the same on one PostgreSQL, in the same run.
 
     python -m bench.citus_storm -n 2000                 # N = 2000 due at once; 1 worker process
-    python -m bench.citus_storm -n 2000 --idle-seconds 30
+    python -m bench.citus_storm -n 2000 --idle-seconds 30 --processes 1,2
 
 Needs Debian's PostgreSQL 15 and Citus (scripts/install-citus). Four servers are started in temporary
 directories (as the ``postgres`` user when root) on free ports of 127.0.0.1, fsync on: one plain, and a
@@ -13,7 +13,8 @@ docs/scaling.md). Then, on each:
 - idle: ``--idle-seconds`` with one ``agentlab-sched worker`` running and N schedules none of which is due
   within the hour; CPU seconds a minute of every server and of the worker;
 - the storm: N schedules due at one instant T, one ``bench.hit`` job each (one INSERT), one
-  ``agentlab-sched worker --concurrency 10``; fires/s is N over the time from T to the last ledger row,
+  ``agentlab-sched worker --concurrency 10`` process (or P of them, ``--processes``, each storm on new
+  schedules); fires/s is N over the time from T to the last ledger row,
   jobs/s N over the time to the last job's end; ms per fire: the CPU of every server and of the worker
   over the storm, per fire; duplicates: due times with more than one ledger row.
 """
@@ -64,38 +65,53 @@ def _start(url: str) -> subprocess.Popen[bytes]:
     return proc
 
 
-def measure(where: str, url: str, pids: list[int], n: int, idle_seconds: float) -> dict[str, Any]:
-    """Idle, then the storm, on the migrated database at ``url`` (servers ``pids``)."""
+def _cpus(pids: list[int], workers: list[subprocess.Popen[bytes]]) -> tuple[float, float]:
+    cpus = [_cpu(pids, w) for w in workers]
+    return cpus[0][0], sum(w for _, w in cpus)
+
+
+def measure(
+    where: str, url: str, pids: list[int], n: int, idle_seconds: float, processes: int = 1, idle: bool = True
+) -> dict[str, Any]:
+    """Idle (unless not ``idle``), then the storm with ``processes`` workers, on the migrated database at
+    ``url`` (servers ``pids``); each call's storm fires N schedules of its own."""
     with psycopg.connect(url, autocommit=True) as conn:
         apps.create_hits(conn)
-        later = datetime.now(UTC) + timedelta(hours=2)
-        common.insert_schedules(conn, n, cron="0 0 1 1 *", next_run_at=later, prefix="idle", task=apps.TASK)
+        before = _count(conn, "SELECT count(*) FROM agentlab_sched.fires")
+        jobs_before = _count(conn, "SELECT count(*) FROM procrastinate_jobs WHERE task_name = %s", apps.TASK)
+        idle_cpu: dict[str, float] | None = None
+        if idle:
+            later = datetime.now(UTC) + timedelta(hours=2)
+            common.insert_schedules(conn, n, cron="0 0 1 1 *", next_run_at=later, prefix="idle", task=apps.TASK)
         common.settle(url)
-        worker = _start(url)
+        workers = [_start(url) for _ in range(processes)]
         try:
-            s0, w0 = _cpu(pids, worker)
-            time.sleep(idle_seconds)
-            s1, w1 = _cpu(pids, worker)
-            idle = {
-                "server": round((s1 - s0) / idle_seconds * 60, 2),
-                "worker": round((w1 - w0) / idle_seconds * 60, 2),
-            }
+            if idle:
+                s0, w0 = _cpus(pids, workers)
+                time.sleep(idle_seconds)
+                s1, w1 = _cpus(pids, workers)
+                idle_cpu = {
+                    "server": round((s1 - s0) / idle_seconds * 60, 2),
+                    "worker": round((w1 - w0) / idle_seconds * 60, 2),
+                }
             at = datetime.now(UTC) + timedelta(seconds=4 + n / 2000)
-            common.insert_schedules(conn, n, cron="0 0 1 1 *", next_run_at=at, prefix="storm", task=apps.TASK,
-                                    inputs={"k": 1})  # fmt: skip
+            common.insert_schedules(conn, n, cron="0 0 1 1 *", next_run_at=at, prefix=f"storm{processes}-",
+                                    task=apps.TASK, inputs={"k": 1})  # fmt: skip
             time.sleep(max(0.0, (at - datetime.now(UTC)).total_seconds() - 0.5))
-            s0, w0 = _cpu(pids, worker)
+            s0, w0 = _cpus(pids, workers)
             limit = time.monotonic() + 120 + n / 20
             done = "SELECT count(*) FROM procrastinate_jobs WHERE task_name = %s AND status = 'succeeded'"
-            while _count(conn, done, apps.TASK) < n:
-                if time.monotonic() > limit or worker.poll() is not None:
+            while _count(conn, done, apps.TASK) < jobs_before + n:
+                if time.monotonic() > limit or any(w.poll() is not None for w in workers):
                     raise RuntimeError("the storm did not finish in time")
                 time.sleep(0.2)
-            s1, w1 = _cpu(pids, worker)
+            s1, w1 = _cpus(pids, workers)
         finally:
-            common.stop_worker(worker)
+            for worker in workers:
+                common.stop_worker(worker)
         fired = conn.execute(
-            "SELECT extract(epoch FROM max(created_at) - %s)::float, count(*) FROM agentlab_sched.fires", (at,)
+            "SELECT extract(epoch FROM max(created_at) - %s)::float, count(*) - %s FROM agentlab_sched.fires",
+            (at, before),
         ).fetchone()
         ended = conn.execute(
             "SELECT extract(epoch FROM max(at) - %s)::float FROM procrastinate_events WHERE type = 'succeeded'", (at,)
@@ -108,18 +124,19 @@ def measure(where: str, url: str, pids: list[int], n: int, idle_seconds: float) 
     assert fired is not None and ended is not None
     return {
         "where": where,
+        "processes": processes,
         "schedules": n,
         "fires": int(fired[1]),
         "duplicates": duplicates,
         "fires_per_s": round(n / float(fired[0])),
         "jobs_per_s": round(n / float(ended[0])),
         "cpu_ms_per_fire": {"server": round((s1 - s0) / n * 1000, 2), "worker": round((w1 - w0) / n * 1000, 2)},
-        "idle_cpu_s_per_min": idle,
+        "idle_cpu_s_per_min": idle_cpu,
         "loadavg": os.getloadavg(),
     }
 
 
-def run(n: int, idle_seconds: float) -> dict[str, Any]:
+def run(n: int, idle_seconds: float, processes: list[int]) -> dict[str, Any]:
     if not CITUS_LIB.exists():
         raise SystemExit(f"Citus is not installed ({CITUS_LIB}): scripts/install-citus SOURCE")
     result: dict[str, Any] = {"benchmark": "citus-storm", "machine": common.machine(), "rows": []}
@@ -138,9 +155,10 @@ def run(n: int, idle_seconds: float) -> dict[str, Any]:
             ("one PostgreSQL", plain_url, [plain_pid]),
             ("Citus, 3 nodes", coord_url, [pid for _, pid in nodes]),
         ):
-            row = measure(where, url, pids, n, idle_seconds)
-            print(row, flush=True)
-            result["rows"].append(row)
+            for i, count in enumerate(processes):
+                row = measure(where, url, pids, n, idle_seconds, count, idle=i == 0)
+                print(row, flush=True)
+                result["rows"].append(row)
     return result
 
 
@@ -148,9 +166,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-n", type=int, default=2000, help="schedules due at once")
     parser.add_argument("--idle-seconds", type=float, default=30.0)
+    parser.add_argument("--processes", default="1", help="worker process counts, one storm each: 1,2")
     parser.add_argument("--save")
     args = parser.parse_args()
-    common.emit(run(args.n, args.idle_seconds), args.save)
+    common.emit(run(args.n, args.idle_seconds, [int(p) for p in args.processes.split(",")]), args.save)
 
 
 if __name__ == "__main__":

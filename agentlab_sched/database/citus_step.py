@@ -21,12 +21,17 @@ def installed(conn: psycopg.Connection[Any]) -> bool:
     return bool(queries.value_sync(conn, "has_citus"))
 
 
+def scripts() -> list[Path]:
+    """The step's SQL files, in the order it runs them (migrate's schema fingerprint includes them)."""
+    return sorted(CITUS_DIR.glob("*.sql"))
+
+
 def distribute(conn: psycopg.Connection[Any]) -> list[str]:
     """Hand the tables of the design to Citus, in the caller's transaction: ``table: placement`` for each
     table changed now (none when an earlier migrate did it already)."""
     if not queries.value_sync(conn, "citus_coordinator_known"):
         # Reference tables need a copy on the coordinator, where the local tables join them.
         raise SchedError("migrate.citus_coordinator", "database")
-    for path in sorted(CITUS_DIR.glob("*.sql")):
+    for path in scripts():
         queries.run_script_sync(conn, path.read_text(encoding="utf-8"))
     return [f"{row['table_name']}: {row['placement']}" for row in queries.rows_sync(conn, "citus_distribute")]

@@ -128,9 +128,10 @@ def _lock(conn: psycopg.Connection[Any]) -> None:
 
 
 def fingerprint() -> str:
-    """What this version's migrate writes besides the migrations: its SQL files and its message catalogue.
-    Recorded by every migrate, so that `doctor` can tell a database migrated by an older version."""
-    parts = [path.read_text(encoding="utf-8") for path in sorted(SQL_DIR.glob("*.sql"))]
+    """What this version's migrate writes besides the migrations: its SQL files, its Citus step and its
+    message catalogue. Recorded by every migrate, so that `doctor` can tell a database migrated by an older
+    version (the Citus step counts everywhere: it is part of the version, whether it runs or not)."""
+    parts = [path.read_text(encoding="utf-8") for path in [*sorted(SQL_DIR.glob("*.sql")), *citus_step.scripts()]]
     parts += ["\t".join(row) for row in messages.catalog_rows()]
     parts += ["\t".join(map(str, row)) for row in statuses.catalog_rows()]
     return checksum("\n".join(parts))

@@ -1,8 +1,11 @@
 """Citus 13 on this machine: a coordinator and two workers (PostgreSQL 15 each).
 
-- `migrate` on a coordinator creates the distributed schema of docs/scaling.md once (the catalogues
-  reference tables, the audit distributed by schedule id), refuses a database whose coordinator is not a
-  node of its own, and a worker fires on the distributed schema;
+- `migrate` on a coordinator creates the distributed schema of docs/scaling.md once (the catalogues,
+  the known tasks and the code deployments reference tables, the audit distributed by schedule id),
+  refuses a database whose coordinator is not a node of its own, and a worker fires on the distributed
+  schema; workers register tasks and code syncs run on it, pg_cron's cron.job reads the distributed
+  audit, and doctor's schema fingerprint includes the Citus step;
+- what blocks distributing the hot tables of the real schema, each as Citus refuses it;
 - what docs/scaling.md's distribution rests on, checked against the real Citus: the tables of one
   schedule distributed by schedule id and colocated, the catalogues as reference tables, a claim of
   one schedule's row with FOR UPDATE SKIP LOCKED routed to its node, and what Citus refuses: a claim
@@ -27,14 +30,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import procrastinate
 import psycopg
 import pytest
+from procrastinate.testing import InMemoryConnector
 from psycopg.rows import dict_row
 
+import agentlab_sched
 from agentlab_sched.database import citus_step, queries
-from agentlab_sched.database.migrate import MigrateReport, migrate
+from agentlab_sched.database.migrate import MigrateReport, migrate, pending
 from agentlab_sched.demo import make_app
 from agentlab_sched.errors import SchedError
+from agentlab_sched.schedules import code
 from agentlab_sched.settings import Settings
 from agentlab_sched.worker.process import run_worker
 from tests.support.rows import fetched
@@ -74,8 +81,10 @@ def test_migrate_refuses_a_citus_database_whose_coordinator_is_not_a_node_and_wr
 
 #: What migrate makes of the tables on Citus (docs/scaling.md).
 PLACEMENTS = [
+    ("agentlab_sched.code_deployments", "reference", "<none>"),
     ("agentlab_sched.config", "reference", "<none>"),
     ("agentlab_sched.error_codes", "reference", "<none>"),
+    ("agentlab_sched.known_tasks", "reference", "<none>"),
     ("agentlab_sched.messages", "reference", "<none>"),
     ("agentlab_sched.schedule_changes", "distributed", "schedule_id"),
     ("agentlab_sched.schedule_options", "reference", "<none>"),
@@ -179,13 +188,133 @@ def test_a_worker_fires_on_the_distributed_schema(citus_db: tuple[str, MigrateRe
         ]
 
 
-def test_what_citus_refuses_on_the_distributed_schema(citus_db: tuple[str, MigrateReport]) -> None:
-    """pg_cron's cron.job view names each schedule's creator by a subquery of the audit per schedule, which
-    Citus does not run once the audit is distributed (docs/scaling.md lists it)."""
+def test_the_pg_cron_job_view_reads_the_distributed_audit(citus_db: tuple[str, MigrateReport]) -> None:
+    """pg_cron's cron.job names each schedule's creator from the audit, distributed on Citus: one derived
+    table joined by schedule id, which Citus plans (a subquery per schedule it refuses)."""
     url, _ = citus_db
-    with psycopg.connect(url, autocommit=True) as conn, pytest.raises(psycopg.errors.FeatureNotSupported) as no:
-        conn.execute("SELECT jobid, username FROM cron.job")
-    assert "direct joins between distributed and local tables are not supported" in str(no.value)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT agentlab_sched.schedule('cron-view', '0 9 * * *', 'demo.echo', '{}'::jsonb)")
+        assert conn.execute(
+            "SELECT username, jobname, schedule, active FROM cron.job WHERE jobname = 'cron-view'"
+        ).fetchall() == [("postgres", "cron-view", "0 9 * * *", True)]
+        with pytest.raises(psycopg.errors.FeatureNotSupported) as no:  # what the view used to do
+            conn.execute(
+                """SELECT (SELECT c.db_role FROM agentlab_sched.schedule_changes c
+                           WHERE c.schedule_id = s.id ORDER BY c.id LIMIT 1) FROM agentlab_sched.schedules s"""
+            )
+        assert str(no.value).startswith("direct joins between distributed and local tables are not supported")
+
+
+def test_known_tasks_and_code_deployments_are_reference_tables_written_at_run_time(
+    citus_db: tuple[str, MigrateReport],
+) -> None:
+    """Workers register their tasks and code syncs record their deployment in reference tables: PL/pgSQL
+    with the time a value (Citus cannot plan a SQL-language function's parameters, nor a volatile function
+    in ON CONFLICT DO UPDATE); the copies on every node agree."""
+    url, _ = citus_db
+    app = procrastinate.App(connector=InMemoryConnector())
+
+    @agentlab_sched.schedule("0 3 * * *", name="citus-code")
+    @app.task(name="citus.nightly")
+    def nightly() -> None:
+        return None
+
+    async def sync() -> code.SyncReport:
+        async with await psycopg.AsyncConnection.connect(url, row_factory=dict_row) as conn:
+            return await code.sync(conn, app)
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT agentlab_sched.register_tasks(ARRAY['citus.a', 'citus.b', 'citus.a'])")
+        conn.execute("SELECT agentlab_sched.register_tasks(ARRAY['citus.a'])")  # seen again
+        assert conn.execute(
+            "SELECT task FROM agentlab_sched.known_tasks WHERE task LIKE 'citus.%' ORDER BY 1"
+        ).fetchall() == [("citus.a",), ("citus.b",)]
+        assert conn.execute("SELECT agentlab_sched.task_registered('citus.b')").fetchone() == (True,)
+        first = asyncio.run(sync())
+        assert (first.created, asyncio.run(sync()).unchanged) == (["citus-code"], ["citus-code"])
+        # (Procrastinate's builtin task is named anew by every App made in this process: not compared.)
+        assert conn.execute(
+            """SELECT fingerprint, ARRAY(SELECT t FROM unnest(tasks) t WHERE t NOT LIKE 'builtin:%'), schedules
+               FROM agentlab_sched.code_deployments"""
+        ).fetchall() == [(first.fingerprint, ["citus.nightly"], ["citus-code"])]
+        # The sync stamped what it wrote (defined_here found its own audit row on the audit's shard).
+        assert conn.execute(
+            "SELECT code_version, defined_in IS NOT NULL FROM agentlab_sched.schedules WHERE name = 'citus-code'"
+        ).fetchall() == [(first.fingerprint, True)]
+        copies = conn.execute(
+            """SELECT result FROM run_command_on_all_nodes(
+                   $$SELECT count(*) FROM agentlab_sched.known_tasks WHERE task LIKE 'citus.%'$$)"""
+        ).fetchall()
+        assert copies == [("2",), ("2",), ("2",)]  # the coordinator and both workers
+
+
+def test_doctor_sees_a_citus_step_older_than_the_code(
+    citus_db: tuple[str, MigrateReport], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The schema fingerprint migrate records includes the Citus step's SQL: a newer step (another table
+    to distribute) makes doctor ask for migrate, and migrate applies it."""
+    url, _ = citus_db
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        facts = queries.value_sync(conn, "doctor_facts")
+    assert pending(set(facts["migrations"]), facts["fingerprint"]) == []
+    newer = tmp_path / "citus"
+    newer.mkdir()
+    for path in citus_step.scripts():
+        (newer / path.name).write_text(path.read_text(encoding="utf-8") + "\n-- a newer step\n", encoding="utf-8")
+    monkeypatch.setattr(citus_step, "CITUS_DIR", newer)
+    assert pending(set(facts["migrations"]), facts["fingerprint"]) == ["sql/"]
+    assert migrate(url, locale="en").citus == []  # nothing new to distribute; the fingerprint recorded
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        facts = queries.value_sync(conn, "doctor_facts")
+    assert pending(set(facts["migrations"]), facts["fingerprint"]) == []
+
+
+def test_what_blocks_distributing_the_hot_tables_of_the_real_schema(cluster: Any) -> None:
+    """Why schedules, fires and runs stay on the coordinator, each refusal as Citus words it, on the
+    schema migrate makes (docs/scaling.md, "What does not work on Citus, and why")."""
+    url = citus_database(cluster, "sched_hot")
+    migrate(url, locale="en")
+
+    def refused(conn: psycopg.Connection[Any], statement: str) -> str:
+        with pytest.raises(psycopg.Error) as no:
+            conn.execute(statement)
+        return str(no.value)
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SET client_min_messages = error")
+        for table, key in (("schedules", "id"), ("fires", "schedule_id"), ("runs", "schedule_id")):
+            assert refused(conn, f"SELECT create_distributed_table('agentlab_sched.{table}', '{key}')").startswith(
+                f'cannot distribute relation "{table}" because it has triggers'
+            )
+        # Past the trigger check (Citus then runs the row triggers on the node of each shard): the foreign
+        # keys to tables of the coordinator, the unique name (dropped here); then schedules distributes,
+        # but its triggers read the coordinator's own tables (the bookkeeping marks, keyed by the
+        # coordinator's transaction), which no worker has.
+        conn.execute("SET citus.enable_unsafe_triggers = on")
+        assert refused(conn, "SELECT create_distributed_table('agentlab_sched.runs', 'schedule_id')").startswith(
+            'referenced table "procrastinate_jobs" must be a distributed table or a reference table'
+        )
+        assert refused(conn, "SELECT create_distributed_table('agentlab_sched.fires', 'schedule_id')").startswith(
+            'referenced table "schedules" must be a distributed table or a reference table'
+        )
+        assert refused(conn, "SELECT create_distributed_table('agentlab_sched.schedules', 'id')").startswith(
+            'cannot create constraint on "schedules"'
+        )
+        conn.execute("ALTER TABLE agentlab_sched.schedules DROP CONSTRAINT schedules_name_key")
+        conn.execute("SELECT create_distributed_table('agentlab_sched.schedules', 'id')")
+        no = refused(conn, "INSERT INTO agentlab_sched.schedules (name, cron, task) VALUES ('s', '* * * * *', 'a.b')")
+        assert no.startswith('relation "agentlab_sched.bookkeeping_marks" does not exist')
+        assert "while executing command on 127.0.0.1:" in no
+        # The claim: a SQL-language function (its parameters cannot be planned), and its batch lock over
+        # many shards.
+        assert refused(conn, "SELECT * FROM agentlab_sched.claim_due(now(), 10)").startswith(
+            "could not create distributed plan"
+        )
+        assert refused(
+            conn,
+            """SELECT id FROM agentlab_sched.schedules WHERE next_run_at <= now() ORDER BY next_run_at LIMIT 10
+               FOR NO KEY UPDATE SKIP LOCKED""",
+        ).startswith("could not run distributed query with FOR UPDATE/SHARE commands")
 
 
 @pytest.fixture(scope="module")

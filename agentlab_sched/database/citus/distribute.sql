@@ -26,7 +26,11 @@ AS $$
         ('agentlab_sched.error_codes'),
         ('agentlab_sched.schedule_options'),
         ('agentlab_sched.statuses'),
-        ('agentlab_sched.config')
+        ('agentlab_sched.config'),
+        -- Written by workers at run time (register_tasks, begin_code_sync): PL/pgSQL with the time a
+        -- value, which Citus plans (a SQL-language function's parameters it cannot).
+        ('agentlab_sched.known_tasks'),
+        ('agentlab_sched.code_deployments')
     ) AS t(name)
     WHERE to_regclass(name) IS NOT NULL
 $$;

@@ -33,14 +33,18 @@ AS $$
 $$;
 
 -- Whether this transaction changed the definition of schedule `sid` (an audit row: insert, or update
--- when `created` is false). A sync stamps only what it wrote.
+-- when `created` is false). A sync stamps only what it wrote. PL/pgSQL: on Citus, where the audit is
+-- distributed, a SQL-language function's parameters cannot be planned; the query goes to the audit
+-- shard of `sid` whole, on the connection of this transaction that wrote the row there.
 CREATE OR REPLACE FUNCTION agentlab_sched.defined_here(sid bigint, created boolean) RETURNS boolean
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT EXISTS (SELECT 1 FROM agentlab_sched.schedule_changes c
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM agentlab_sched.schedule_changes c
                    WHERE c.schedule_id = sid AND agentlab_sched.written_here(c.xmin)
-                     AND (c.operation = 'insert' OR (NOT created AND c.operation = 'update')))
+                     AND (c.operation = 'insert' OR (NOT created AND c.operation = 'update')));
+END
 $$;
 
 -- Start a sync by deployment `fingerprint` (declaring `schedules` for `tasks`): first seen now unless seen
@@ -59,6 +63,7 @@ AS $$
 DECLARE
     first timestamptz;
     holder text;
+    seen timestamptz;
     was text := pg_catalog.current_setting('lock_timeout');
 BEGIN
     BEGIN
@@ -75,11 +80,14 @@ BEGIN
         PERFORM agentlab_sched.fail('code.sync_locked', 'app', jsonb_build_object('holder', coalesce(holder, '?')));
     END;
     PERFORM pg_catalog.set_config('lock_timeout', was, true);
-    INSERT INTO agentlab_sched.code_deployments AS d (fingerprint, tasks, schedules)
-    VALUES (fingerprint, coalesce(tasks, '{}'), coalesce(schedules, '{}'))
+    -- The time a value, not a call in DO UPDATE: Citus (code_deployments a reference table) refuses a
+    -- function that is not IMMUTABLE there.
+    seen := pg_catalog.clock_timestamp();
+    INSERT INTO agentlab_sched.code_deployments AS d (fingerprint, tasks, schedules, first_seen_at, last_seen_at)
+    VALUES (fingerprint, coalesce(tasks, '{}'), coalesce(schedules, '{}'), seen, seen)
     ON CONFLICT ON CONSTRAINT code_deployments_pkey DO UPDATE
-    SET last_seen_at = pg_catalog.clock_timestamp(), tasks = excluded.tasks, schedules = excluded.schedules,
-        first_seen_at = CASE WHEN adopt THEN pg_catalog.clock_timestamp() ELSE d.first_seen_at END
+    SET last_seen_at = seen, tasks = excluded.tasks, schedules = excluded.schedules,
+        first_seen_at = CASE WHEN adopt THEN seen ELSE d.first_seen_at END
     RETURNING d.first_seen_at INTO first;
     INSERT INTO agentlab_sched.bookkeeping_marks (schedule_id, kind) VALUES (0, 'code_sync')
     ON CONFLICT DO NOTHING;

@@ -266,12 +266,18 @@ AS $$
 $$;
 
 -- Register the tasks a live worker can run (a fire for a task nobody runs is refused, not queued).
+-- PL/pgSQL, the time a value: on Citus, where known_tasks is a reference table, a statement of a
+-- SQL-language function with parameters cannot be planned (docs/scaling.md).
 CREATE OR REPLACE FUNCTION agentlab_sched.register_tasks(names text[]) RETURNS void
-LANGUAGE sql
+LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    seen timestamptz := clock_timestamp();
+BEGIN
     INSERT INTO agentlab_sched.known_tasks (task, seen_at)
-    SELECT DISTINCT unnest(names), clock_timestamp()
-    ON CONFLICT (task) DO UPDATE SET seen_at = excluded.seen_at
+    SELECT DISTINCT unnest(names), seen
+    ON CONFLICT (task) DO UPDATE SET seen_at = excluded.seen_at;
+END
 $$;

@@ -30,6 +30,8 @@ $$;
 -- keeps that job's id, so queries by jobid go on working), jobname = its name; command is
 -- the SQL of a sql schedule, else the task and its inputs; database and username are where and as whom
 -- a sql schedule runs, else this database and the role that created the schedule.
+-- The creators are one derived table joined by schedule id, not a subquery per schedule: Citus, once the
+-- audit is distributed, plans the former on its own and refuses the latter (docs/scaling.md).
 CREATE OR REPLACE VIEW agentlab_sched.cron_job AS
 SELECT agentlab_sched.cron_jobid(s.id, s.imported_from) AS jobid,
        s.cron AS schedule,
@@ -39,12 +41,12 @@ SELECT agentlab_sched.cron_jobid(s.id, s.imported_from) AS jobid,
        'localhost'::text AS nodename,
        coalesce(pg_catalog.inet_server_port(), 5432) AS nodeport,
        coalesce(s.inputs ->> 'database', pg_catalog.current_database()::text) AS database,
-       coalesce(s.inputs ->> 'username',
-                (SELECT c.db_role FROM agentlab_sched.schedule_changes c
-                 WHERE c.schedule_id = s.id AND c.operation = 'insert' ORDER BY c.id LIMIT 1)) AS username,
+       coalesce(s.inputs ->> 'username', creator.db_role) AS username,
        s.enabled AS active,
        s.name AS jobname
-FROM agentlab_sched.schedules s;
+FROM agentlab_sched.schedules s
+LEFT JOIN (SELECT DISTINCT ON (c.schedule_id) c.schedule_id, c.db_role FROM agentlab_sched.schedule_changes c
+           WHERE c.operation = 'insert' ORDER BY c.schedule_id, c.id) creator ON creator.schedule_id = s.id;
 
 -- One row per fire, as pg_cron's cron.job_run_details: runid = the fire's id (the ledger row), status
 -- in pg_cron's words (starting, running, succeeded, failed; a skipped or refused fire is `failed`, its
