@@ -163,14 +163,19 @@ SELECT
 
 -- name: web_load_crons
 -- The enabled schedules grouped by what decides their fire times (cron, zone, DST policies, validity
--- window) with how many share it: the load page evaluates each group once, however many schedules it has;
--- the largest %(limit)s groups.
-SELECT cron, timezone, dst_gap, dst_repeat, starts_at, ends_at, count(*) AS schedules
+-- window, remaining_runs) with how many share it: the load page (web/load.py) evaluates each once, however
+-- many schedules it has (a cron with H fields: each of its schedules, web_load_hashed).
+SELECT cron, timezone, dst_gap, dst_repeat, starts_at, ends_at, remaining_runs, count(*) AS schedules
 FROM agentlab_sched.schedules
 WHERE enabled
-GROUP BY cron, timezone, dst_gap, dst_repeat, starts_at, ends_at
-ORDER BY count(*) DESC
-LIMIT %(limit)s
+GROUP BY cron, timezone, dst_gap, dst_repeat, starts_at, ends_at, remaining_runs
+
+-- name: web_load_hashed
+-- The enabled schedules whose cron is one of %(crons)s (those with H fields, whose times depend on the
+-- name that resolves them), one row each.
+SELECT name, cron, timezone, dst_gap, dst_repeat, starts_at, ends_at, remaining_runs, 1 AS schedules
+FROM agentlab_sched.schedules
+WHERE enabled AND cron = ANY (%(crons)s::text[])
 
 -- name: web_lateness
 -- For each minute of the hour before %(now)s: the fires that launched a run that started, and the lateness
