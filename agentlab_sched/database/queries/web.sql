@@ -35,35 +35,26 @@ SELECT
 -- A text alone is first looked for among the next 2,000 names (near): a text most schedules share fills the
 -- page there. Otherwise the order is not taken from the name index (that scan would stop early only if the
 -- matches came early, and a rare text read every name): the matches are found (by the trigram index where
--- the server has pg_trgm: migrations/0006_web.sql) and sorted.
+-- the server has pg_trgm: migrations/0006_web.sql) and sorted. The filters are sql/76_web.sql's
+-- web_schedules_matching(), inlined here by the planner (twice: the near list is the text filter alone
+-- within the next 2,000 names).
 WITH near AS MATERIALIZED (
-    SELECT n.id, n.name
-    FROM (SELECT s.id, s.name, s.task FROM agentlab_sched.schedules s
-          WHERE %(text)s::text IS NOT NULL AND %(task)s::text IS NULL AND %(status)s::text IS NULL
-            AND (%(after)s::text IS NULL OR s.name > %(after)s::text)
-          ORDER BY s.name LIMIT 2000) n
-    WHERE lower(n.name) LIKE agentlab_sched.like_part(%(text)s::text)
-       OR lower(n.task) LIKE agentlab_sched.like_part(%(text)s::text)
-    ORDER BY n.name
+    SELECT m.id, m.name
+    FROM agentlab_sched.web_schedules_matching(NULL, NULL, %(text)s) m
+    WHERE %(text)s::text IS NOT NULL AND %(task)s::text IS NULL AND %(status)s::text IS NULL
+      AND (%(after)s::text IS NULL OR m.name > %(after)s::text)
+      AND m.name <= (SELECT max(n.name) FROM (
+              SELECT s.name FROM agentlab_sched.schedules s
+              WHERE %(after)s::text IS NULL OR s.name > %(after)s::text
+              ORDER BY s.name LIMIT 2000) n)
+    ORDER BY m.name
     LIMIT %(limit)s
 ), page AS MATERIALIZED (
     SELECT near.id, near.name FROM near WHERE (SELECT count(*) FROM near) = %(limit)s
     UNION ALL
     (SELECT s.id, s.name
-     FROM agentlab_sched.schedules s
+     FROM agentlab_sched.web_schedules_matching(%(status)s, %(task)s, %(text)s) s
      WHERE (%(after)s::text IS NULL OR s.name > %(after)s::text)
-      AND (%(task)s::text IS NULL OR s.task = %(task)s::text)
-      AND (%(text)s::text IS NULL OR lower(s.name) LIKE agentlab_sched.like_part(%(text)s::text)
-           OR lower(s.task) LIKE agentlab_sched.like_part(%(text)s::text))
-      AND (%(status)s::text IS NULL
-           OR (%(status)s = 'active' AND s.enabled)
-           OR (%(status)s = 'paused' AND NOT s.enabled)
-           OR (%(status)s = 'failing' AND s.consecutive_failures > 0)
-           OR (%(status)s = 'overdue' AND s.id IN (SELECT o.id FROM agentlab_sched.overdue o
-                                                   WHERE o.problem IN ('late', 'unplanned')))
-           OR (%(status)s = 'stopped' AND s.id IN (SELECT o.id FROM agentlab_sched.overdue o
-                                                   WHERE o.problem = 'stopped'))
-           OR (%(status)s = 'code' AND s.defined_in IS NOT NULL))
       AND (SELECT count(*) FROM near) < %(limit)s
     ORDER BY CASE WHEN %(text)s::text IS NULL THEN s.name ELSE s.name || '' END
     LIMIT %(limit)s)
@@ -94,20 +85,9 @@ ORDER BY c.schedule_id, c.id DESC
 
 -- name: web_schedule_names
 -- The names of every schedule the filters of web_schedules select (a bulk pause or resume of them), by
--- name, at most %(limit)s.
+-- name, at most %(limit)s: the filters are one definition, sql/76_web.sql's web_schedules_matching().
 SELECT s.name
-FROM agentlab_sched.schedules s
-WHERE (%(task)s::text IS NULL OR s.task = %(task)s::text)
-  AND (%(text)s::text IS NULL OR lower(s.name) LIKE agentlab_sched.like_part(%(text)s::text)
-       OR lower(s.task) LIKE agentlab_sched.like_part(%(text)s::text))
-  AND (%(status)s::text IS NULL
-       OR (%(status)s = 'active' AND s.enabled)
-       OR (%(status)s = 'paused' AND NOT s.enabled)
-       OR (%(status)s = 'failing' AND s.consecutive_failures > 0)
-       OR (%(status)s = 'overdue' AND s.id IN (SELECT o.id FROM agentlab_sched.overdue o
-                                               WHERE o.problem IN ('late', 'unplanned')))
-       OR (%(status)s = 'stopped' AND s.id IN (SELECT o.id FROM agentlab_sched.overdue o WHERE o.problem = 'stopped'))
-       OR (%(status)s = 'code' AND s.defined_in IS NOT NULL))
+FROM agentlab_sched.web_schedules_matching(%(status)s, %(task)s, %(text)s) s
 ORDER BY s.name
 LIMIT %(limit)s
 
