@@ -107,19 +107,24 @@ def counts(groups: Mapping[Group, int], fires: Mapping[Rule, list[float]], now: 
 
 
 def heat_map(minute_counts: list[int], now: datetime) -> dict[str, Any]:
-    """The load page's grid (an hour a row, a minute a cell, each with its count and shade) from the counts."""
+    """The load page's grid from the counts of the 24 hours from ``now``: a row per clock hour (UTC), a cell per
+    minute 00-59 with its count and shade, so that a storm at :00 is a column; the cells of the first and last
+    hour outside those 24 hours have no count (None)."""
     peak = max(minute_counts) if minute_counts else 0
 
     def level(c: int) -> int:
         return 0 if not c else min(4, 1 + int(4 * c / (peak + 1)))
 
+    first = now.replace(minute=0, second=0, microsecond=0)
     hours = []
-    for h in range(24):
-        hour = now + timedelta(hours=h)
-        cells = []
+    for h in range(24 if now == first else 25):
+        hour = first + timedelta(hours=h)
+        cells: list[tuple[str, int | None, int]] = []
         for m in range(60):
-            c = minute_counts[h * 60 + m]
-            cells.append(((hour + timedelta(minutes=m)).strftime("%Y-%m-%d %H:%M"), c, level(c)))
+            at = hour + timedelta(minutes=m)
+            i = int((at - now).total_seconds() // 60)
+            c = minute_counts[i] if 0 <= i < len(minute_counts) else None
+            cells.append((at.strftime("%Y-%m-%d %H:%M"), c, level(c or 0)))
         hours.append({"label": hour.strftime("%H:%M"), "cells": cells})
     return {"hours": hours, "peak": peak, "total": sum(minute_counts)}
 

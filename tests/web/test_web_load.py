@@ -98,7 +98,9 @@ async def test_the_server_keeps_the_map_and_rereads_only_when_a_change_is_heard(
     assert await load.grid() is first  # kept for the minute
     clock[0] = now + timedelta(minutes=1, seconds=2)  # the minute turned: re-counted, nothing read or evaluated
     turned = await load.grid()
-    assert turned["hours"][0]["cells"][0][0] == "2026-03-08 05:18"
+    shown = [cell for hour in turned["hours"] for cell in hour["cells"] if cell[1] is not None]
+    assert (len(shown), shown[0][0], shown[-1][0]) == (1440, "2026-03-08 05:18", "2026-03-09 05:17")
+    assert turned["hours"][0]["cells"][0] == ("2026-03-08 05:00", None, 0)  # the clock hour's row, before now
     assert turned["total"] == sum(await _expected(conn, now + timedelta(minutes=1)))
     assert (load.reads, load.evaluated) == (1, evaluated)
     load.heard({"runs", "fires"})  # not a schedule change (and "limited" has remaining_runs: a fire is one)
