@@ -180,11 +180,20 @@ def idle(url: str, admin_url: str, seconds: float) -> dict[str, Any]:
             if common.statements_profiled():
                 admin.execute("SELECT pg_stat_statements_reset()")
             before = _xacts(admin, dbname)
+            started = admin.execute("SELECT now()").fetchone()
             time.sleep(seconds)
             time.sleep(1.5)  # a backend reports its transactions when it goes idle, at most once a second
             spent: dict[str, Any] = {"xacts_in_its_database": _xacts(admin, dbname) - before}
             if common.statements_profiled():
                 spent["statements"] = common.top_statements(admin, dbname)
+            with psycopg.connect(url, autocommit=True) as own:  # autovacuum's transactions are counted there too
+                vacuumed = own.execute(
+                    """SELECT count(*) FILTER (WHERE last_autovacuum >= %(t)s)
+                              + count(*) FILTER (WHERE last_autoanalyze >= %(t)s)
+                       FROM pg_stat_all_tables""",
+                    {"t": started[0] if started else None},
+                ).fetchone()
+            spent["autovacuum_or_autoanalyze_runs_meanwhile"] = int(vacuumed[0]) if vacuumed else 0
             spent["its_connections"] = [
                 list(r)
                 for r in admin.execute(
