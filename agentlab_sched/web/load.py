@@ -17,7 +17,7 @@ import bisect
 import contextlib
 import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -28,7 +28,7 @@ from agentlab_sched.core import planner
 from agentlab_sched.database import connect, queries
 from agentlab_sched.errors import SchedError
 
-__all__ = ["DAY", "Group", "LoadMap", "counts", "evaluate", "groups_of", "heat_map"]
+__all__ = ["DAY", "Group", "LoadMap", "Parsed", "counts", "evaluate", "groups_of", "heat_map"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,8 +37,9 @@ DAY = timedelta(hours=24)
 #: (in the background): a day's window stays inside the horizon for 24 hours after its start.
 HORIZON = timedelta(hours=48)
 ROLL_AFTER = timedelta(hours=12)
-#: A rule: what decides the due times (``Cron.rule``, the ``H`` fields resolved) and the zone.
-Rule = tuple[Hashable, str]
+#: A rule: what decides the due times (``Cron.rule``, the ``H`` fields resolved, as a number: see
+#: :class:`Parsed`) and the zone.
+Rule = tuple[int, str]
 
 
 @dataclass(frozen=True)
@@ -46,27 +47,54 @@ class Group:
     """Schedules that fire at the same instants: one rule, one validity window, one ``remaining_runs``."""
 
     rule: Rule
-    cron: cronlib.Cron
+    cron: cronlib.Cron = field(compare=False)
     timezone: str
     starts_at: datetime | None
     ends_at: datetime | None
     remaining_runs: int | None
 
 
-def groups_of(rows: Iterable[Mapping[str, Any]]) -> dict[Group, int]:
+class Parsed:
+    """The crons parsed, kept from one read to the next (100,000 schedules with ``H`` fields are 100,000
+    parses), by what parsing takes (text, DST policies, the name where it has ``H`` fields), each with the
+    number of its rule (equal rules, one number: a group's key then hashes fast)."""
+
+    def __init__(self) -> None:
+        self.crons: dict[tuple[str, str | None, str | None, str | None], tuple[cronlib.Cron, int] | None] = {}
+        self.rules: dict[Hashable, int] = {}
+
+    def get(self, row: Mapping[str, Any]) -> tuple[cronlib.Cron, int] | None:
+        """The cron of a schedule row and its rule's number; None for one that no longer parses."""
+        key = (row["cron"], row.get("name"), row["dst_gap"], row["dst_repeat"])
+        if key not in self.crons:
+            try:
+                expr = planner.cron_of(row)
+            except (SchedError, ValueError, KeyError):
+                self.crons[key] = None
+            else:
+                self.crons[key] = (expr, self.rules.setdefault(expr.rule, len(self.rules)))
+        return self.crons[key]
+
+
+def groups_of(rows: Iterable[Mapping[str, Any]], parsed: Parsed | None = None) -> dict[Group, int]:
     """The groups of schedule rows (cron, timezone, DST policies, window, ``remaining_runs``, the name where
     the cron has ``H`` fields, and ``schedules``: how many rows it stands for), with their sizes. A cron that
-    no longer parses is left out (the health page says so)."""
+    no longer parses is left out (the health page says so). ``parsed``: the crons parsed before."""
     out: dict[Group, int] = {}
+    memo = Parsed() if parsed is None else parsed
+    zones: dict[str, bool] = {}
     for row in rows:
-        try:
-            expr = planner.cron_of(row)
-            cronlib.check_timezone(row["timezone"])
-        except (SchedError, ValueError, KeyError):
+        found = memo.get(row)
+        tz = row["timezone"]
+        if tz not in zones:
+            try:
+                zones[tz] = cronlib.check_timezone(tz) is not None
+            except SchedError:
+                zones[tz] = False
+        if found is None or not zones[tz]:
             continue
-        group = Group(
-            (expr.rule, row["timezone"]), expr, row["timezone"], row["starts_at"], row["ends_at"], row["remaining_runs"]
-        )
+        expr, number = found
+        group = Group((number, tz), expr, tz, row["starts_at"], row["ends_at"], row["remaining_runs"])
         out[group] = out.get(group, 0) + int(row["schedules"])
     return out
 
@@ -129,14 +157,14 @@ def heat_map(minute_counts: list[int], now: datetime) -> dict[str, Any]:
     return {"hours": hours, "peak": peak, "total": sum(minute_counts)}
 
 
-async def read_groups(conn: psycopg.AsyncConnection[Any]) -> dict[Group, int]:
+async def read_groups(conn: psycopg.AsyncConnection[Any], parsed: Parsed | None = None) -> dict[Group, int]:
     """The enabled schedules' groups: counted in SQL, except those whose cron has ``H`` fields (one row each,
-    with the name that resolves them)."""
+    with the name that resolves them); parsed in a thread (the pages go on meanwhile)."""
     rows = await queries.rows(conn, "web_load_crons")
     hashed = sorted({row["cron"] for row in rows if cronlib.is_hashed(row["cron"])})
     plain = [row for row in rows if row["cron"] not in hashed]
     named = await queries.rows(conn, "web_load_hashed", {"crons": hashed}) if hashed else []
-    return groups_of([*plain, *named])
+    return await asyncio.to_thread(groups_of, [*plain, *named], parsed)
 
 
 def _minute(t: datetime) -> datetime:
@@ -153,6 +181,7 @@ class LoadMap:
         self._fires: dict[Rule, list[float]] = {}
         self._since: datetime | None = None
         self._grid: tuple[datetime, dict[str, Any]] | None = None
+        self._parsed = Parsed()
         self._stale = True
         self._limited = False  # a schedule has remaining_runs: its fires change what it has left
         self._lock = asyncio.Lock()
@@ -187,7 +216,7 @@ class LoadMap:
         started = asyncio.get_running_loop().time()
         conn = await connect(self.url, purpose="web load")
         try:
-            groups = await read_groups(conn)
+            groups = await read_groups(conn, self._parsed)
         finally:
             await conn.close()
         self.reads += 1
