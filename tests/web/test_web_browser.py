@@ -158,7 +158,7 @@ def test_health_names_its_findings_and_load_shows_the_hourly_storm(
     page.goto(site.url + "/health")
     finding = page.locator("tr[data-status] td", has_text="tasks no live worker has registered").inner_text()
     assert "etl.load, sync.pull (schedules etl-001, etl-002," in finding and "etl-020 and 160 more" in finding
-    page.screenshot(path=str(shots / "health.png"), full_page=True)
+    page.screenshot(path=str(shots / "health-page.png"), full_page=True)
     page.goto(site.url + "/load")
     counts = [
         int(c) for c in page.locator("table.heat td[data-count]").evaluate_all("tds => tds.map(c => c.dataset.count)")
@@ -168,7 +168,7 @@ def test_health_names_its_findings_and_load_shows_the_hourly_storm(
         "tds => tds.map(c => Number(c.dataset.count))"
     )
     assert len(storm) >= 23 and min(storm) >= 120  # the :00 column: the storm (and any H that fell on it)
-    page.screenshot(path=str(shots / "load.png"), full_page=True)
+    page.screenshot(path=str(shots / "load-page.png"), full_page=True)
 
 
 def test_trigger_only_role_runs_now_without_javascript(browser: Any, site: Site, web: Web) -> None:
