@@ -268,6 +268,11 @@ class LoadMap:
                 self._stale = True
                 await asyncio.sleep(2)
                 continue
+            except Exception:  # the keeper goes on: a request still computes the map itself when it must
+                logger.exception("load page: keeping the heat map failed; trying again")
+                self._stale = True
+                await asyncio.sleep(2)
+                continue
             now = self.clock()
             turn = (_minute(now) + timedelta(minutes=1) - now).total_seconds()
             with contextlib.suppress(TimeoutError):
