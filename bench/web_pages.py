@@ -7,24 +7,34 @@ Loads the schedules (planned, daily, at 1,440 different times) and the ledger (f
 a skip reason on one in three, a run for one in ten) into a fresh database on the benchmark server
 (PostgreSQL 15 where installed), VACUUM ANALYZEs it, then renders each page ``--requests`` times in-process
 (Starlette's test client: the whole request, the database included, but no network) signed in as the local
-role, after one warm-up render. The target: every page under 100 ms at p95. /load evaluates the crons of the
-enabled schedules in Python (once per group of schedules with the same cron, zone and window) and keeps the
-result for the minute: its first render is reported apart. No worker has registered the schedules' task, so
+role, after one warm-up render. The target: every page under 100 ms at p95. /load reads a heat map the server keeps in
+the background (web/load.py: each distinct rule evaluated once at the start, re-counted when the minute
+turns): the first request, which may wait for that start, is reported apart with what the keeper did.
+With ``--explain``, the plans of the schedule list's text filters; with ``--idle SECONDS``, the
+transactions the server ran while the dashboard (``agentlab-sched web --local``, a process of its own) had a
+page's event stream open and idle that long. No worker has registered the schedules' task, so
 /health's doctor finding is about all of them (it names the first 20 and counts the rest).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import subprocess
+import sys
+import threading
 import time
+from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 from starlette.testclient import TestClient
 
+from agentlab_sched.database import queries
 from agentlab_sched.settings import Settings
 from agentlab_sched.web import WebConfig, create_app
-from agentlab_sched.web.dashboard import LOAD_GROUPS
 
 from . import common
 
@@ -89,7 +99,13 @@ def measure(url: str, requests: int) -> dict[str, Any]:
     with TestClient(create_app(config)) as client:
         first = time.perf_counter()
         assert client.get("/load").status_code == 200
-        results["/load (first, all crons evaluated)"] = {"ms": round((time.perf_counter() - first) * 1000, 1)}
+        load = client.app.state.dashboard.load  # type: ignore[attr-defined]
+        results["/load (first: may wait for the keeper's start)"] = {
+            "ms": round((time.perf_counter() - first) * 1000, 1),
+            "keeper_reads": load.reads,
+            "keeper_rules_evaluated": load.evaluated,
+            "keeper_longest_ms": round(load.longest * 1000, 1),
+        }
         for page in PAGES:
             response = client.get(page)  # warm-up (and the sign-in on the first)
             assert response.status_code == 200, (page, response.status_code, response.text[:500])
@@ -104,7 +120,91 @@ def measure(url: str, requests: int) -> dict[str, Any]:
                 "p95_ms": round(common.percentile(times, 95), 1),
                 "bytes": len(response.content),
             }
+        results["load keeper at the end"] = {"reads": load.reads, "rules_evaluated": load.evaluated}
     return results
+
+
+def explain(url: str) -> dict[str, list[str]]:
+    """The plans of the schedule list with a text filter (rare, common) and of the bulk selection."""
+    plans: dict[str, list[str]] = {}
+    base = {"status": None, "task": None, "after": None, "limit": 51}
+    cases = {
+        "web_schedules q=web-99": ("web_schedules", {**base, "text": "web-99"}),
+        "web_schedules q=WEB": ("web_schedules", {**base, "text": "WEB"}),
+        "web_schedule_names q=web-99": ("web_schedule_names", {"status": None, "task": None, "text": "web-99",
+                                                               "limit": 1000}),
+    }  # fmt: skip
+    with psycopg.connect(url, autocommit=True) as conn:
+        for label, (name, params) in cases.items():
+            statement = "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) " + queries.text(name)
+            plans[label] = [str(r[0]) for r in conn.execute(statement, params).fetchall()]
+    return plans
+
+
+def _xacts(admin: psycopg.Connection[Any], dbname: str) -> int:
+    row = admin.execute(
+        "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s", (dbname,)
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def idle(url: str, admin_url: str, seconds: float) -> dict[str, Any]:
+    """The server's transactions while a dashboard process has one page's event stream open and idle."""
+    port = 18765 + os.getpid() % 1000
+    env = {**os.environ, "AGENTLAB_SCHED_DATABASE_URL": url}
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "agentlab-sched"), "web", "--local", "--port", str(port)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    events: list[str] = []
+    try:
+        client = httpx.Client(base_url=base, timeout=None)
+        for _ in range(100):
+            try:
+                if client.get("/load").status_code == 200:  # signed in (--local), the keeper started
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+
+        def listen() -> None:
+            with contextlib.suppress(httpx.HTTPError), client.stream("GET", "/events") as stream:
+                for line in stream.iter_lines():
+                    events.append(line)
+
+        threading.Thread(target=listen, daemon=True).start()
+        time.sleep(2)  # the page's stream open, the render's transactions reported
+        dbname = str(psycopg.conninfo.conninfo_to_dict(url)["dbname"])
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            if common.statements_profiled():
+                admin.execute("SELECT pg_stat_statements_reset()")
+            before = _xacts(admin, dbname)
+            started = admin.execute("SELECT now()").fetchone()
+            time.sleep(seconds)
+            time.sleep(1.5)  # a backend reports its transactions when it goes idle, at most once a second
+            spent: dict[str, Any] = {"xacts_in_its_database": _xacts(admin, dbname) - before}
+            if common.statements_profiled():
+                spent["statements"] = common.top_statements(admin, dbname)
+            with psycopg.connect(url, autocommit=True) as own:  # autovacuum's transactions are counted there too
+                vacuumed = own.execute(
+                    """SELECT count(*) FILTER (WHERE last_autovacuum >= %(t)s)
+                              + count(*) FILTER (WHERE last_autoanalyze >= %(t)s)
+                       FROM pg_stat_all_tables""",
+                    {"t": started[0] if started else None},
+                ).fetchone()
+            spent["autovacuum_or_autoanalyze_runs_meanwhile"] = int(vacuumed[0]) if vacuumed else 0
+            spent["its_connections"] = [
+                list(r)
+                for r in admin.execute(
+                    "SELECT application_name, state, left(query, 60) FROM pg_stat_activity WHERE datname = %s",
+                    (dbname,),
+                ).fetchall()
+            ]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    return {"seconds": seconds, **spent, "sse_lines": len(events)}
 
 
 def main() -> None:
@@ -114,6 +214,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=50)
     parser.add_argument("--server", choices=common.server_kinds(), default=None)
     parser.add_argument("--save", default=None, help="write the JSON result to this file too")
+    parser.add_argument("--explain", action="store_true", help="the plans of the schedule list's text filters")
+    parser.add_argument("--idle", type=float, default=0, help="seconds a page stays open and idle (0: not measured)")
     args = parser.parse_args()
     with common.server(args.server) as srv, srv.database() as url:
         started = time.perf_counter()
@@ -125,11 +227,14 @@ def main() -> None:
             "fires": args.fires,
             "runs": args.fires // 10,
             "requests_per_page": args.requests,
-            "load_page_evaluates_at_most_groups": LOAD_GROUPS,
             "load_seconds": round(loaded, 1),
             "machine": common.machine(),
             "pages": measure(url, args.requests),
         }
+        if args.explain:
+            result["plans"] = explain(url)
+        if args.idle:
+            result["idle_page"] = idle(url, srv.admin_url, args.idle)
         srv.describe(result)
     common.emit(result, args.save)
 

@@ -56,7 +56,7 @@ import calendar
 import functools
 import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
@@ -462,8 +462,12 @@ def parse(expr: str, *, dst_gap: DstGap = "shift", dst_repeat: DstRepeat = "firs
             )  # fmt: skip
     limits.check_cron_length(expr)  # before any parsing: a huge expression would take seconds
     # The seed is part of the cache key only when it matters: a million hourly schedules share one entry.
-    hashed = isinstance(expr, str) and _HAS_HASH.search(expr) is not None
-    return _with_policy(expr, dst_gap, dst_repeat, (seed or "") if hashed else "")
+    return _with_policy(expr, dst_gap, dst_repeat, (seed or "") if is_hashed(expr) else "")
+
+
+def is_hashed(expr: str) -> bool:
+    """Whether ``expr`` has an ``H`` field, whose values then depend on the seed (the schedule's name)."""
+    return isinstance(expr, str) and _HAS_HASH.search(expr) is not None
 
 
 @functools.lru_cache(maxsize=8192)
@@ -758,6 +762,12 @@ class Cron:
     every: timedelta | None = None
     anchor: datetime | None = None
     _state: dict[str, Any] | None = field(default=None, repr=False, compare=False, hash=False)
+
+    @property
+    def rule(self) -> Hashable:
+        """What decides the due times, whatever the text said: equal for two expressions (``H`` resolved)
+        that fire at the same instants in every zone, so one evaluation serves both."""
+        return (replace(self, expr=""), tuple(sorted((self._state or {}).items())))
 
     # -- the walk and the DST rule ------------------------------------------------------------------
 

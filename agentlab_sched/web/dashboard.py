@@ -8,6 +8,7 @@ cron as you type.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -51,6 +52,7 @@ from agentlab_sched.schedules import admin
 from agentlab_sched.web import words
 from agentlab_sched.web.config import WebConfig
 from agentlab_sched.web.live import Hub
+from agentlab_sched.web.load import LoadMap
 from agentlab_sched.web.people import People, Person, Refused
 from agentlab_sched.web.security import SecurityHeaders, csrf_token, same_origin, valid_csrf
 
@@ -163,7 +165,8 @@ class Dashboard:
         self.people = People(config)
         self.hub = Hub(config.database_url)
         self.env = _environment()
-        self.load_cache: tuple[datetime, dict[str, Any]] | None = None
+        self.load = LoadMap(config.database_url)
+        self.hub.watchers.append(self.load.heard)
         self.doctor_cache: dict[str, tuple[float, datetime, list[health.Finding]]] = {}
 
     # ------------------------------------------------------------------------------ rendering
@@ -248,9 +251,13 @@ class Dashboard:
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         await self.people.start()
         await self.hub.start()
+        keeper = asyncio.get_running_loop().create_task(self.load.run())
         try:
             yield
         finally:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
             await self.hub.close()
             await self.people.close()
 
@@ -847,61 +854,12 @@ async def health_page(dash: Dashboard, request: Request, person: Person) -> Resp
                        workers=workers, overdue=overdue, outbox=outbox, problem=problem, checked=checked)  # fmt: skip
 
 
-#: The most groups of schedules (one cron, zone and window each) the load page evaluates, and the most fires
-#: it counts for one group.
-LOAD_GROUPS = 20_000
-LOAD_FIRES_PER_GROUP = 1440 * 60
-
-
-async def _load_counts(conn: psycopg.AsyncConnection[Any], now: datetime) -> list[int]:
-    """Fires per minute for the 24 hours after ``now`` (1440 counts), from the enabled schedules' crons: each
-    group of schedules that fire at the same times is evaluated once and counted as many times as it has
-    schedules (``remaining_runs`` is not looked at: a limited schedule counts as unlimited)."""
-    counts = [0] * 1440
-    end = now + timedelta(hours=24)
-    for row in await queries.rows(conn, "web_load_crons", {"limit": LOAD_GROUPS}):
-        try:
-            expr = planner.cron_of(row)
-            start = max(now, row["starts_at"]) if row["starts_at"] else now
-            stop = min(end, row["ends_at"]) if row["ends_at"] else end
-            for n, at in enumerate(expr.iter_from(start, row["timezone"], inclusive=True)):
-                if at >= stop or n >= LOAD_FIRES_PER_GROUP:
-                    break
-                counts[int((at - now).total_seconds() // 60)] += row["schedules"]
-        except (SchedError, ValueError, KeyError):
-            continue  # a cron that no longer parses: the health page says so
-    return counts
-
-
-def _heat_map(counts: list[int], now: datetime) -> dict[str, Any]:
-    """The load page's grid (an hour a row, a minute a cell, each with its count and shade) from the counts."""
-    peak = max(counts) if counts else 0
-
-    def level(c: int) -> int:
-        return 0 if not c else min(4, 1 + int(4 * c / (peak + 1)))
-
-    hours = []
-    for h in range(24):
-        hour = now + timedelta(hours=h)
-        cells = []
-        for m in range(60):
-            c = counts[h * 60 + m]
-            cells.append(((hour + timedelta(minutes=m)).strftime("%Y-%m-%d %H:%M"), c, level(c)))
-        hours.append({"label": hour.strftime("%H:%M"), "cells": cells})
-    return {"hours": hours, "peak": peak, "total": sum(counts)}
-
-
 @_guard
 async def load_page(dash: Dashboard, request: Request, person: Person) -> Response:
-    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    # Kept by the server in the background (web/load.py): the same for everyone, what the schedules, which
+    # every role may read, say.
+    grid = await dash.load.grid()
     async with dash.conn(request, person) as conn:
-        # Kept for the minute (the same for everyone: it is what the schedules, which every role may read, say),
-        # the grid built from the counts with it.
-        if dash.load_cache is not None and dash.load_cache[0] == now:
-            grid = dash.load_cache[1]
-        else:
-            grid = _heat_map(await _load_counts(conn, now), now)
-            dash.load_cache = (now, grid)
         lateness = await queries.rows(conn, "web_lateness", {"now": datetime.now(UTC)})
     return dash.render(request, "load.html", lateness=lateness, **grid)
 

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import psycopg
@@ -49,6 +49,9 @@ class Hub:
         #: Events sent and notifications heard since the start (tests read them).
         self.sent = 0
         self.heard = 0
+        #: Called with what each burst was about (the channels, the fires and runs triggers' table), whether or
+        #: not a page listens: the load page's keeper re-reads the schedules when they changed.
+        self.watchers: list[Callable[[set[str]], None]] = []
 
     @property
     def listeners(self) -> int:
@@ -84,8 +87,11 @@ class Hub:
                 heard += await wait_for_notifies(conn, 0)
             last = loop.time()
             self.heard += len(heard)
+            why = {n.payload if n.channel == CHANNEL else n.channel for n in heard}
+            for watcher in self.watchers:
+                watcher(why)
             if self._queues:
-                self._broadcast({"why": sorted({n.payload if n.channel == CHANNEL else n.channel for n in heard})})
+                self._broadcast({"why": sorted(why)})
 
     async def _run(self) -> None:
         connected = False
@@ -94,8 +100,11 @@ class Hub:
                 conn = await connect(self.url, purpose="web live")
                 try:
                     await queries.execute(conn, "web_listen")
-                    if connected and self._queues:  # what changed while the connection was down went unheard
-                        self._broadcast({"why": ["reconnected"]})
+                    if connected:  # what changed while the connection was down went unheard
+                        for watcher in self.watchers:
+                            watcher({"reconnected"})
+                        if self._queues:
+                            self._broadcast({"why": ["reconnected"]})
                     connected = True
                     self.listening.set()
                     await self._listen(conn)

@@ -142,6 +142,35 @@ def test_admin_pauses_a_filtered_set_and_reader_finds_no_action(
     assert "warehouse migration" in reader.content()
 
 
+def test_health_names_its_findings_and_load_shows_the_hourly_storm(
+    browser: Any, site: Site, web: Web, shots: Path
+) -> None:
+    with web.owner() as conn:
+        conn.execute(  # a storm at every hour's :00, and H spreading the others over the hour
+            "SELECT agentlab_sched.schedule('etl-' || lpad(g::text, 3, '0'), '0 * * * *', 'etl.load')"
+            " FROM generate_series(1, 120) g"
+        )
+        conn.execute(
+            "SELECT agentlab_sched.schedule('sync-' || lpad(g::text, 3, '0'), 'H * * * *', 'sync.pull')"
+            " FROM generate_series(1, 60) g"
+        )
+    page = sign_in(browser, site, web.admin, "agentlab-test")
+    page.goto(site.url + "/health")
+    finding = page.locator("tr[data-status] td", has_text="tasks no live worker has registered").inner_text()
+    assert "etl.load, sync.pull (schedules etl-001, etl-002," in finding and "etl-020 and 160 more" in finding
+    page.screenshot(path=str(shots / "health-page.png"), full_page=True)
+    page.goto(site.url + "/load")
+    counts = [
+        int(c) for c in page.locator("table.heat td[data-count]").evaluate_all("tds => tds.map(c => c.dataset.count)")
+    ]
+    assert len(counts) == 1440 and sum(counts) == 24 * 180
+    storm = page.locator("table.heat tbody tr td:first-of-type[data-count]").evaluate_all(
+        "tds => tds.map(c => Number(c.dataset.count))"
+    )
+    assert len(storm) >= 23 and min(storm) >= 120  # the :00 column: the storm (and any H that fell on it)
+    page.screenshot(path=str(shots / "load-page.png"), full_page=True)
+
+
 def test_trigger_only_role_runs_now_without_javascript(browser: Any, site: Site, web: Web) -> None:
     web.schedule("report")
     page = sign_in(browser, site, web.oncall, "agentlab-test", javascript=False)

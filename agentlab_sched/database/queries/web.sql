@@ -35,35 +35,26 @@ SELECT
 -- A text alone is first looked for among the next 2,000 names (near): a text most schedules share fills the
 -- page there. Otherwise the order is not taken from the name index (that scan would stop early only if the
 -- matches came early, and a rare text read every name): the matches are found (by the trigram index where
--- the server has pg_trgm: migrations/0006_web.sql) and sorted.
+-- the server has pg_trgm: migrations/0006_web.sql) and sorted. The filters are sql/76_web.sql's
+-- web_schedules_matching(), inlined here by the planner (twice: the near list is the text filter alone
+-- within the next 2,000 names).
 WITH near AS MATERIALIZED (
-    SELECT n.id, n.name
-    FROM (SELECT s.id, s.name, s.task FROM agentlab_sched.schedules s
-          WHERE %(text)s::text IS NOT NULL AND %(task)s::text IS NULL AND %(status)s::text IS NULL
-            AND (%(after)s::text IS NULL OR s.name > %(after)s::text)
-          ORDER BY s.name LIMIT 2000) n
-    WHERE lower(n.name) LIKE agentlab_sched.like_part(%(text)s::text)
-       OR lower(n.task) LIKE agentlab_sched.like_part(%(text)s::text)
-    ORDER BY n.name
+    SELECT m.id, m.name
+    FROM agentlab_sched.web_schedules_matching(NULL, NULL, %(text)s) m
+    WHERE %(text)s::text IS NOT NULL AND %(task)s::text IS NULL AND %(status)s::text IS NULL
+      AND (%(after)s::text IS NULL OR m.name > %(after)s::text)
+      AND m.name <= (SELECT max(n.name) FROM (
+              SELECT s.name FROM agentlab_sched.schedules s
+              WHERE %(after)s::text IS NULL OR s.name > %(after)s::text
+              ORDER BY s.name LIMIT 2000) n)
+    ORDER BY m.name
     LIMIT %(limit)s
 ), page AS MATERIALIZED (
     SELECT near.id, near.name FROM near WHERE (SELECT count(*) FROM near) = %(limit)s
     UNION ALL
     (SELECT s.id, s.name
-     FROM agentlab_sched.schedules s
+     FROM agentlab_sched.web_schedules_matching(%(status)s, %(task)s, %(text)s) s
      WHERE (%(after)s::text IS NULL OR s.name > %(after)s::text)
-      AND (%(task)s::text IS NULL OR s.task = %(task)s::text)
-      AND (%(text)s::text IS NULL OR lower(s.name) LIKE agentlab_sched.like_part(%(text)s::text)
-           OR lower(s.task) LIKE agentlab_sched.like_part(%(text)s::text))
-      AND (%(status)s::text IS NULL
-           OR (%(status)s = 'active' AND s.enabled)
-           OR (%(status)s = 'paused' AND NOT s.enabled)
-           OR (%(status)s = 'failing' AND s.consecutive_failures > 0)
-           OR (%(status)s = 'overdue' AND s.id IN (SELECT o.id FROM agentlab_sched.overdue o
-                                                   WHERE o.problem IN ('late', 'unplanned')))
-           OR (%(status)s = 'stopped' AND s.id IN (SELECT o.id FROM agentlab_sched.overdue o
-                                                   WHERE o.problem = 'stopped'))
-           OR (%(status)s = 'code' AND s.defined_in IS NOT NULL))
       AND (SELECT count(*) FROM near) < %(limit)s
     ORDER BY CASE WHEN %(text)s::text IS NULL THEN s.name ELSE s.name || '' END
     LIMIT %(limit)s)
@@ -94,20 +85,9 @@ ORDER BY c.schedule_id, c.id DESC
 
 -- name: web_schedule_names
 -- The names of every schedule the filters of web_schedules select (a bulk pause or resume of them), by
--- name, at most %(limit)s.
+-- name, at most %(limit)s: the filters are one definition, sql/76_web.sql's web_schedules_matching().
 SELECT s.name
-FROM agentlab_sched.schedules s
-WHERE (%(task)s::text IS NULL OR s.task = %(task)s::text)
-  AND (%(text)s::text IS NULL OR lower(s.name) LIKE agentlab_sched.like_part(%(text)s::text)
-       OR lower(s.task) LIKE agentlab_sched.like_part(%(text)s::text))
-  AND (%(status)s::text IS NULL
-       OR (%(status)s = 'active' AND s.enabled)
-       OR (%(status)s = 'paused' AND NOT s.enabled)
-       OR (%(status)s = 'failing' AND s.consecutive_failures > 0)
-       OR (%(status)s = 'overdue' AND s.id IN (SELECT o.id FROM agentlab_sched.overdue o
-                                               WHERE o.problem IN ('late', 'unplanned')))
-       OR (%(status)s = 'stopped' AND s.id IN (SELECT o.id FROM agentlab_sched.overdue o WHERE o.problem = 'stopped'))
-       OR (%(status)s = 'code' AND s.defined_in IS NOT NULL))
+FROM agentlab_sched.web_schedules_matching(%(status)s, %(task)s, %(text)s) s
 ORDER BY s.name
 LIMIT %(limit)s
 
@@ -163,14 +143,19 @@ SELECT
 
 -- name: web_load_crons
 -- The enabled schedules grouped by what decides their fire times (cron, zone, DST policies, validity
--- window) with how many share it: the load page evaluates each group once, however many schedules it has;
--- the largest %(limit)s groups.
-SELECT cron, timezone, dst_gap, dst_repeat, starts_at, ends_at, count(*) AS schedules
+-- window, remaining_runs) with how many share it: the load page (web/load.py) evaluates each once, however
+-- many schedules it has (a cron with H fields: each of its schedules, web_load_hashed).
+SELECT cron, timezone, dst_gap, dst_repeat, starts_at, ends_at, remaining_runs, count(*) AS schedules
 FROM agentlab_sched.schedules
 WHERE enabled
-GROUP BY cron, timezone, dst_gap, dst_repeat, starts_at, ends_at
-ORDER BY count(*) DESC
-LIMIT %(limit)s
+GROUP BY cron, timezone, dst_gap, dst_repeat, starts_at, ends_at, remaining_runs
+
+-- name: web_load_hashed
+-- The enabled schedules whose cron is one of %(crons)s (those with H fields, whose times depend on the
+-- name that resolves them), one row each.
+SELECT name, cron, timezone, dst_gap, dst_repeat, starts_at, ends_at, remaining_runs, 1 AS schedules
+FROM agentlab_sched.schedules
+WHERE enabled AND cron = ANY (%(crons)s::text[])
 
 -- name: web_lateness
 -- For each minute of the hour before %(now)s: the fires that launched a run that started, and the lateness
