@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 import psycopg
+from psycopg import conninfo
 
 from agentlab_sched import database as db
 from agentlab_sched.schedules import admin
@@ -59,7 +60,15 @@ def main() -> None:
     with common.server(args.server) as srv, srv.database() as url:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("SET statement_timeout = 0")
+        if common.statements_profiled():  # BENCH_STATEMENTS=1: each statement of the call, nested ones too
+            with psycopg.connect(srv.admin_url, autocommit=True) as admin:
+                admin.execute("SELECT pg_stat_statements_reset()")
         result = {"benchmark": "bulk_create", "machine": common.machine(), **asyncio.run(_bulk(url, args.count))}
+        if common.statements_profiled():
+            with psycopg.connect(srv.admin_url, autocommit=True) as admin:
+                result["statements"] = common.top_statements(admin, conninfo.conninfo_to_dict(url)["dbname"], 25)
+            for row in result["statements"]:
+                print(f"  {row['total_ms']:>10} ms {row['calls']:>8} calls {row['blocks']:>10} blocks  {row['query']}")
         srv.describe(result)
         common.emit(result, args.save)
 

@@ -34,9 +34,9 @@ def _load(url: str, count: int) -> None:
     """``count`` daily schedules due 2 to 12 hours from now (planned), and one every-minute schedule."""
     with psycopg.connect(url) as conn:  # one transaction: the bulk mark holds for it only
         conn.execute("SELECT agentlab_sched.register_tasks(ARRAY['demo.echo'])")
-        # The owner's bulk mark (what schedule_many() writes): the rows are valid by construction, so the
-        # write trigger's per-row validation and audit (about 2 ms a row) are skipped: 1M load in a minute.
-        conn.execute("INSERT INTO agentlab_sched.bookkeeping_marks (schedule_id, kind) VALUES (0, 'bulk')")
+        # The owner's bulk key (what schedule_many() sets): the rows are valid by construction, so the
+        # write triggers' per-row validation and audit (about 2 ms a row) are skipped.
+        conn.execute("SELECT agentlab_sched.bulk_insert_begin()")
         conn.execute(
             """INSERT INTO agentlab_sched.schedules (name, cron, task, timezone, next_run_at, replan)
                SELECT 'idle-' || g, extract(minute FROM at)::int || ' ' || extract(hour FROM at)::int || ' * * *',
@@ -46,7 +46,7 @@ def _load(url: str, count: int) -> None:
                      FROM generate_series(1, %s) g) t""",
             (count,),
         )
-        conn.execute("DELETE FROM agentlab_sched.bookkeeping_marks WHERE schedule_id = 0 AND kind = 'bulk'")
+        conn.execute("SELECT agentlab_sched.bulk_insert_end()")
         conn.execute(
             """INSERT INTO agentlab_sched.schedules (name, cron, task, timezone, next_run_at, replan, overlap)
                VALUES ('every-minute', '* * * * *', 'demo.echo', 'UTC',
