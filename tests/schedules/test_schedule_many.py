@@ -206,7 +206,8 @@ async def test_rows_and_audit_are_what_schedule_writes(conn: psycopg.AsyncConnec
     for d in definitions:
         args = {k: json.dumps(v) if k == "inputs" else v for k, v in d.items() if k != "name"}
         named = ", ".join(f"{k} => %({k})s" + ("::jsonb" if k == "inputs" else "") for k in args)
-        await conn.execute(f"SELECT agentlab_sched.schedule(%(name)s, {named})", {"name": "single-" + d["name"], **args})
+        params = {"name": "single-" + d["name"], **args}
+        await conn.execute(f"SELECT agentlab_sched.schedule(%(name)s, {named})", params)
     moment = ["id", "name", "created_at", "updated_at", "replan_at", "paused_at"]
     cur = await conn.execute(
         """SELECT b.name, to_jsonb(b) - %(moment)s::text[] AS bulk, to_jsonb(s) - %(moment)s::text[] AS single,
@@ -262,7 +263,7 @@ def test_no_other_role_can_set_the_key(db_url: str, roles: Roles) -> None:
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match="bulk_insert_key"):
             conn.execute("SELECT setval('agentlab_sched.bulk_insert_key', pg_current_xact_id()::text::bigint)")
         # Through the owner's schedule(): the sequence was never set in this session, so the check refuses.
-        with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="bulk_insert_key.* is not yet defined"):
+        with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match=r"bulk_insert_key.* is not yet defined"):
             conn.execute("SELECT agentlab_sched.schedule('bad', '0 25 * * *', 'demo.echo')")
         conn.execute("RESET agentlab_sched.bulk_insert")
         assert conn.execute("SELECT agentlab_sched.schedule_many(%s::jsonb)", [json.dumps(
