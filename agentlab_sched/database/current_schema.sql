@@ -369,6 +369,8 @@ CREATE TABLE agentlab_sched_history.fires_default PARTITION OF agentlab_sched.fi
 CREATE INDEX fires_created_idx ON agentlab_sched.fires (created_at DESC, id DESC);
 CREATE INDEX fires_schedule_idx ON agentlab_sched.fires (schedule_id, fire_at DESC);
 CREATE INDEX fires_run_idx ON agentlab_sched.fires (run_id);
+-- The schedules whose fires were refused (doctor), without reading every schedule's latest fires.
+CREATE INDEX fires_refused_idx ON agentlab_sched.fires (schedule_id, fire_at DESC) WHERE status = 'failed_to_start';
 
 -- Manual and backfill fires asked for in SQL (trigger(), backfill()): a worker carries each out within a
 -- tick through the same rules as every fire, and links the ledger row it wrote.

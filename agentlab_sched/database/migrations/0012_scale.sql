@@ -11,3 +11,7 @@ DELETE FROM agentlab_sched.bookkeeping_marks WHERE kind = 'bulk';
 ALTER TABLE agentlab_sched.bookkeeping_marks DROP CONSTRAINT bookkeeping_marks_kind_check;
 ALTER TABLE agentlab_sched.bookkeeping_marks ADD CONSTRAINT bookkeeping_marks_kind_check
     CHECK (kind IN ('countdown', 'rotate', 'code_sync'));
+
+-- The schedules whose fires were refused, found without reading every schedule's latest fires (doctor's
+-- refused fires: sql/75_doctor.sql). Partial: a refusal is rare, so the ledger's inserts barely pay for it.
+CREATE INDEX fires_refused_idx ON agentlab_sched.fires (schedule_id, fire_at DESC) WHERE status = 'failed_to_start';
