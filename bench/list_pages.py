@@ -81,7 +81,8 @@ def _load_fires(url: str, schedules: int, have: int, want: int) -> float:
             conn.execute(
                 """INSERT INTO agentlab_sched.runs (id, schedule_id, task, status, started_by, created_at,
                                                     started_at, finished_at)
-                   SELECT md5(%(have)s || ':' || %(day)s || ':' || g)::uuid, 1 + (g * 7919) %% %(s)s, 'demo.echo',
+                   SELECT md5(%(have)s || ':' || %(day)s || ':' || g)::uuid, 1 + (g::bigint * 7919) %% %(s)s,
+                          'demo.echo',
                           CASE WHEN g %% 97 = 0 THEN 'failed' ELSE 'succeeded' END, 'schedule',
                           %(start)s + (g + %(have)s %% 1000) * (interval '86400 seconds' / (%(n)s + 1000)),
                           %(start)s + (g + %(have)s %% 1000) * (interval '86400 seconds' / (%(n)s + 1000))
@@ -93,7 +94,7 @@ def _load_fires(url: str, schedules: int, have: int, want: int) -> float:
             )
             conn.execute(
                 """INSERT INTO agentlab_sched.fires (schedule_id, fire_at, kind, status, run_id, created_at)
-                   SELECT 1 + (g * 7919) %% %(s)s, t.at, 'scheduled',
+                   SELECT 1 + (g::bigint * 7919) %% %(s)s, t.at, 'scheduled',
                           CASE WHEN g %% 10 = 0 OR g %% 7 <> 0 THEN 'started' ELSE 'skipped_overlap' END,
                           CASE WHEN g %% 10 = 0 THEN md5(%(have)s || ':' || %(day)s || ':' || g)::uuid END,
                           t.at + interval '5 ms'
