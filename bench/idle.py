@@ -6,6 +6,13 @@
 Reported per mode: CPU seconds per minute of the worker process and of the whole PostgreSQL server
 (postmaster and all its processes, from /proc/<pid>/stat), measured after a warm-up, with nothing else
 touching the database; then how late the every-minute schedule's fires were recorded and started.
+The server's CPU is also split by process (pg_stat_activity's pid and backend_type, read at the start
+and the end of the window): the worker's own backends (client backends connected to the benchmark's
+database), autovacuum, the other background processes, and backends that exited meanwhile. Before the
+window the loaded table is vacuumed and analysed and the benchmark waits until no autovacuum worker runs,
+so that a fresh million rows' autovacuum is not counted as the cost of idling.
+
+    python -m bench.idle --schedules 1000 --schedules 1000000 --seconds 60   # with the ratios of the two
 Modes (bench/worker.py): ``precise`` is ``agentlab-sched worker`` (the precise loop; before 73d3ed9 also
 the per-second periodic tick), ``tick`` a plain procrastinate worker with the blueprint, ``bare`` a
 procrastinate worker without the scheduler, ``loop`` the precise loop alone, ``none`` no worker at all
@@ -28,15 +35,59 @@ from psycopg.rows import dict_row
 from . import common
 
 WARMUP = 10.0
+#: How long to wait for autovacuum to finish on the loaded database before measuring.
+AUTOVACUUM_WAIT = 300.0
+
+
+def _backends(admin_url: str) -> dict[int, tuple[str, str | None]]:
+    """The server's processes now: pid -> (backend_type, database)."""
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid, backend_type, datname FROM pg_stat_activity WHERE pid <> pg_backend_pid()"
+        ).fetchall()
+    return {int(r[0]): (str(r[1]), r[2]) for r in rows}
+
+
+def _wait_for_autovacuum(admin_url: str, limit: float = AUTOVACUUM_WAIT) -> float:
+    """Seconds waited until no autovacuum worker runs (at most ``limit``)."""
+    began = time.monotonic()
+    while time.monotonic() - began < limit:
+        if not any(kind == "autovacuum worker" for kind, _ in _backends(admin_url).values()):
+            break
+        time.sleep(1.0)
+    return round(time.monotonic() - began, 1)
+
+
+def _cpu_by_kind(
+    before: dict[int, tuple[str, str | None]],
+    cpu0: dict[int, float],
+    after: dict[int, tuple[str, str | None]],
+    dbname: str,
+) -> dict[str, float]:
+    """CPU seconds of the server's processes between two readings, by kind: the worker's backends (client
+    backends of ``dbname``), autovacuum, the other processes. A process seen only at the end counts from
+    0 (it started within the window); one seen only at the start is left to ``exited`` by the caller."""
+    spent: dict[str, float] = {}
+    for pid, (kind, datname) in after.items():
+        now = common.process_cpu(pid)
+        delta = now - cpu0.get(pid, 0.0) if pid in before else now
+        if kind == "client backend":
+            key = "worker_backends" if datname == dbname else "other_client_backends"
+        elif kind == "autovacuum worker":
+            key = "autovacuum"
+        else:
+            key = "background"
+        spent[key] = spent.get(key, 0.0) + max(delta, 0.0)
+    return spent
 
 
 def _load(url: str, count: int) -> None:
     """``count`` daily schedules due 2 to 12 hours from now (planned), and one every-minute schedule."""
     with psycopg.connect(url) as conn:  # one transaction: the bulk mark holds for it only
         conn.execute("SELECT agentlab_sched.register_tasks(ARRAY['demo.echo'])")
-        # The owner's bulk mark (what schedule_many() writes): the rows are valid by construction, so the
-        # write trigger's per-row validation and audit (about 2 ms a row) are skipped: 1M load in a minute.
-        conn.execute("INSERT INTO agentlab_sched.bookkeeping_marks (schedule_id, kind) VALUES (0, 'bulk')")
+        # The owner's bulk key (what schedule_many() sets): the rows are valid by construction, so the
+        # write triggers' per-row validation and audit (about 2 ms a row) are skipped.
+        conn.execute("SELECT agentlab_sched.bulk_insert_begin()")
         conn.execute(
             """INSERT INTO agentlab_sched.schedules (name, cron, task, timezone, next_run_at, replan)
                SELECT 'idle-' || g, extract(minute FROM at)::int || ' ' || extract(hour FROM at)::int || ' * * *',
@@ -46,13 +97,20 @@ def _load(url: str, count: int) -> None:
                      FROM generate_series(1, %s) g) t""",
             (count,),
         )
-        conn.execute("DELETE FROM agentlab_sched.bookkeeping_marks WHERE schedule_id = 0 AND kind = 'bulk'")
+        conn.execute("SELECT agentlab_sched.bulk_insert_end()")
         conn.execute(
             """INSERT INTO agentlab_sched.schedules (name, cron, task, timezone, next_run_at, replan, overlap)
                VALUES ('every-minute', '* * * * *', 'demo.echo', 'UTC',
                        date_trunc('minute', now()) + interval '1 minute', NULL, 'allow_all')"""
         )
     common.settle(url)
+
+
+def _autovacuum_count(url: str) -> int:
+    """Autovacuum and autoanalyze runs on this database's tables so far."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT sum(autovacuum_count + autoanalyze_count) FROM pg_stat_all_tables").fetchone()
+    return int(row[0] or 0) if row else 0
 
 
 def _measure(srv: common.Server, url: str, mode: str, seconds: float) -> dict[str, Any]:
@@ -64,19 +122,25 @@ def _measure(srv: common.Server, url: str, mode: str, seconds: float) -> dict[st
             """UPDATE agentlab_sched.schedules SET next_run_at = date_trunc('minute', now()) + interval '1 minute'
                WHERE name = 'every-minute'"""
         )
+    dbname = conninfo.conninfo_to_dict(url)["dbname"]
     worker = common.start_worker(url, mode) if mode != "none" else None
     try:
         time.sleep(WARMUP)
+        autovacuum_waited = _wait_for_autovacuum(srv.admin_url)
         if common.statements_profiled():  # BENCH_STATEMENTS=1: what the server ran while measured
             with psycopg.connect(srv.admin_url, autocommit=True) as admin:
                 admin.execute("SELECT pg_stat_statements_reset()")
+        procs0 = _backends(srv.admin_url)
         began = time.monotonic()
+        cpu0 = {pid: common.process_cpu(pid) for pid in procs0}
         pg0 = common.postgres_cpu(srv.postmaster_pid)
         w0 = common.process_cpu(worker.pid, children=True) if worker else 0.0
         x0 = common.transactions(srv.admin_url)
         time.sleep(seconds)
         pg1 = common.postgres_cpu(srv.postmaster_pid)
         w1 = common.process_cpu(worker.pid, children=True) if worker else 0.0
+        procs1 = _backends(srv.admin_url)
+        by_kind = _cpu_by_kind(procs0, cpu0, procs1, dbname)
         x1 = common.transactions(srv.admin_url)
         elapsed = time.monotonic() - began
     finally:
@@ -97,12 +161,18 @@ def _measure(srv: common.Server, url: str, mode: str, seconds: float) -> dict[st
         for row in statements:
             print(f"  {row['total_ms']:>10} ms {row['calls']:>7} calls {row['blocks']:>10} blocks  {row['query']}")
     worker_cpu, pg_cpu = (w1 - w0) * per_minute, (pg1 - pg0) * per_minute
+    # What the live processes do not account for: backends (and the readings' own connections) that
+    # exited within the window, and the postmaster itself.
+    by_kind["exited_and_postmaster"] = max((pg1 - pg0) - sum(by_kind.values()), 0.0)
     return {
         "mode": mode,
         "seconds": round(elapsed, 1),
         "worker_cpu_s_per_min": round(worker_cpu, 3),
         "postgres_cpu_s_per_min": round(pg_cpu, 3),
         "total_cpu_s_per_min": round(worker_cpu + pg_cpu, 3),
+        "postgres_cpu_s_per_min_by_kind": {k: round(v * per_minute, 3) for k, v in sorted(by_kind.items())},
+        "autovacuum_waited_s": autovacuum_waited,
+        "autovacuum_runs": _autovacuum_count(url),
         # The server's transactions a minute (each of the worker's statements is one, or part of one).
         "transactions_per_min": round(common.transactions_between(x0, x1)["xacts"] * per_minute, 1),
         "statements": statements,
@@ -118,27 +188,58 @@ def _measure(srv: common.Server, url: str, mode: str, seconds: float) -> dict[st
     }
 
 
-def run(modes: list[str], seconds: float, count: int, rounds: int, server_kind: str | None = None) -> dict[str, Any]:
-    results: dict[str, Any] = {"machine": common.machine(), "schedules": count + 1, "modes": {}}
+def _one_size(srv: common.Server, modes: list[str], seconds: float, count: int, rounds: int) -> dict[str, Any]:
+    result: dict[str, Any] = {"schedules": count + 1, "modes": {}}
+    with srv.database() as url:
+        began = time.monotonic()
+        _load(url, count)
+        result["load_seconds"] = round(time.monotonic() - began, 1)
+        for _ in range(rounds):
+            for mode in modes:
+                one = _measure(srv, url, mode, seconds)
+                result["modes"].setdefault(mode, []).append(one)
+                late = [f["started_late_ms"] for f in one["fires"]]
+                print(
+                    f"{count + 1} schedules, {mode}: worker {one['worker_cpu_s_per_min']} + postgres "
+                    f"{one['postgres_cpu_s_per_min']} = {one['total_cpu_s_per_min']} CPU-s/min "
+                    f"(postgres by kind {one['postgres_cpu_s_per_min_by_kind']}), "
+                    f"{one['transactions_per_min']} transactions/min; every-minute fire started late (ms): {late}",
+                    flush=True,
+                )
+    for mode, ones in result["modes"].items():
+        result[f"{mode}_median_total_cpu_s_per_min"] = common.median([o["total_cpu_s_per_min"] for o in ones])
+    return result
+
+
+#: The figures compared between sizes (median over rounds), each a ratio to the first size's.
+COMPARED = ("worker_cpu_s_per_min", "worker_backends", "postgres_cpu_s_per_min", "transactions_per_min")
+
+
+def _figure(one: dict[str, Any], name: str) -> float:
+    return float(one["postgres_cpu_s_per_min_by_kind"].get(name, 0.0) if name == "worker_backends" else one[name])
+
+
+def run(
+    modes: list[str], seconds: float, counts: list[int], rounds: int, server_kind: str | None = None
+) -> dict[str, Any]:
+    results: dict[str, Any] = {"machine": common.machine(), "sizes": []}
     with common.server(server_kind) as srv:
         srv.describe(results)
-        with srv.database() as url:
-            began = time.monotonic()
-            _load(url, count)
-            results["load_seconds"] = round(time.monotonic() - began, 1)
-            for _ in range(rounds):
-                for mode in modes:
-                    one = _measure(srv, url, mode, seconds)
-                    results["modes"].setdefault(mode, []).append(one)
-                    late = [f["started_late_ms"] for f in one["fires"]]
-                    print(
-                        f"{mode}: worker {one['worker_cpu_s_per_min']} + postgres {one['postgres_cpu_s_per_min']} "
-                        f"= {one['total_cpu_s_per_min']} CPU-s/min, {one['transactions_per_min']} transactions/min; "
-                        f"every-minute fire started late (ms): {late}",
-                        flush=True,
-                    )
-    for mode, ones in results["modes"].items():
-        results[f"{mode}_median_total_cpu_s_per_min"] = common.median([o["total_cpu_s_per_min"] for o in ones])
+        for count in counts:
+            results["sizes"].append(_one_size(srv, modes, seconds, count, rounds))
+    first = results["sizes"][0]
+    for size in results["sizes"][1:]:
+        for mode, ones in size["modes"].items():
+            base = first["modes"].get(mode)
+            if not base:
+                continue
+            ratios = {}
+            for name in COMPARED:
+                was = common.median([_figure(o, name) for o in base])
+                now = common.median([_figure(o, name) for o in ones])
+                ratios[name] = round(now / was, 2) if was else None
+            size.setdefault("ratio_to_first", {})[mode] = ratios
+            print(f"{size['schedules']} vs {first['schedules']} schedules, {mode}: {ratios}", flush=True)
     results["machine"]["loadavg_end"] = common.machine()["loadavg"]
     return results
 
@@ -149,9 +250,16 @@ if __name__ == "__main__":
         "--mode", choices=["precise", "tick", "bare", "loop", "none"], action="append", help="default precise"
     )
     parser.add_argument("--seconds", type=float, default=60.0, help="measured seconds per mode (default 60)")
-    parser.add_argument("--schedules", type=int, default=100_000, help="idle schedules (default 100000)")
+    parser.add_argument(
+        "--schedules",
+        type=int,
+        action="append",
+        help="idle schedules (default 100000); repeated: each size, "
+        "on a database of its own, with the ratios of the figures to the first size's",
+    )
     parser.add_argument("--rounds", type=int, default=1, help="measurements per mode (medians reported)")
     parser.add_argument("--server", choices=common.server_kinds(), help=f"default {common.default_server()}")
     parser.add_argument("--save", help="write the JSON result to this file too")
     args = parser.parse_args()
-    common.emit(run(args.mode or ["precise"], args.seconds, args.schedules, args.rounds, args.server), args.save)
+    counts = args.schedules or [100_000]
+    common.emit(run(args.mode or ["precise"], args.seconds, counts, args.rounds, args.server), args.save)

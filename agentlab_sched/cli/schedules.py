@@ -60,15 +60,28 @@ _cell = common.cell
 
 
 @schedules_app.command("list")
-def list_cmd(ctx: typer.Context, as_json: JsonOption = False) -> None:
-    """Every schedule: its cron, next fire, last fire and run."""
-    rows = common.run(ctx, admin.list_schedules)
+def list_cmd(
+    ctx: typer.Context,
+    after: Annotated[
+        str | None, typer.Option("--after", help="The page after this name (the last one shown).", show_default=False)
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many schedules.")] = 100,
+    as_json: JsonOption = False,
+) -> None:
+    """The schedules by name, a page at a time: cron, next fire, last fire and run."""
+
+    async def page(conn: psycopg.AsyncConnection[Any]) -> tuple[list[admin.ScheduleStatus], admin.ScheduleCount]:
+        found = await admin.list_schedules(conn, after=after, limit=limit + 1)
+        return found, await admin.count_schedules(conn)
+
+    found, count = common.run(ctx, page)
+    rows, more = found[:limit], len(found) > limit
     locale = common.state(ctx).locale
     if as_json:
         common.print_json([r.as_dict() for r in rows])
         return
     if not rows:
-        common.say(ctx, "cli.no_schedules")
+        common.say(ctx, "cli.no_schedules" if after is None else "cli.no_schedules_after", name=after)
         return
     table = common.table(locale, "name", "cron", "timezone", "task", "next_run", "last_fire", "last_run", "failures")
     for r in rows:
@@ -86,6 +99,11 @@ def list_cmd(ctx: typer.Context, as_json: JsonOption = False) -> None:
             _cell(r.consecutive_failures or ""),
         )
     common.out().print(table)
+    if more:
+        common.say(
+            ctx, "cli.schedules_more_estimated" if count.estimated else "cli.schedules_more",
+            shown=len(rows), total=count.total, name=rows[-1].name,
+        )  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------- show

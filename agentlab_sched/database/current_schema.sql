@@ -231,8 +231,14 @@ CREATE UNLOGGED TABLE agentlab_sched.bookkeeping_marks (
     schedule_id bigint NOT NULL,
     kind text NOT NULL,
     PRIMARY KEY (xact, schedule_id, kind),
-    CONSTRAINT bookkeeping_marks_kind_check CHECK (kind IN ('countdown', 'rotate', 'code_sync', 'bulk'))
+    CONSTRAINT bookkeeping_marks_kind_check CHECK (kind IN ('countdown', 'rotate', 'code_sync'))
 );
+
+-- schedule_many()'s insert, validated already, is told to the write triggers by this session's value of
+-- this sequence, set to the transaction's id while it inserts (sql/26_schedule_fields.sql,
+-- in_bulk_insert()): only the owner may set it, and reading it is no query per row.
+CREATE SEQUENCE agentlab_sched.bulk_insert_key AS bigint MINVALUE 0 START WITH 0;
+REVOKE ALL ON SEQUENCE agentlab_sched.bulk_insert_key FROM PUBLIC;
 
 -- The deployments whose code declared schedules, by fingerprint, with the first time a worker running
 -- each synced: the newer deployment (seen first later) wins, an older one never overwrites it.
@@ -363,6 +369,8 @@ CREATE TABLE agentlab_sched_history.fires_default PARTITION OF agentlab_sched.fi
 CREATE INDEX fires_created_idx ON agentlab_sched.fires (created_at DESC, id DESC);
 CREATE INDEX fires_schedule_idx ON agentlab_sched.fires (schedule_id, fire_at DESC);
 CREATE INDEX fires_run_idx ON agentlab_sched.fires (run_id);
+-- The schedules whose fires were refused (doctor), without reading every schedule's latest fires.
+CREATE INDEX fires_refused_idx ON agentlab_sched.fires (schedule_id, fire_at DESC) WHERE status = 'failed_to_start';
 
 -- Manual and backfill fires asked for in SQL (trigger(), backfill()): a worker carries each out within a
 -- tick through the same rules as every fire, and links the ledger row it wrote.

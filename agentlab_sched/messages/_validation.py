@@ -275,6 +275,15 @@ MESSAGES.update(
             "no schedules yet; add one with agentlab-sched schedules add",
             "还没有定时任务;可用 agentlab-sched schedules add 添加",
         ),
+        "cli.no_schedules_after": ("no schedules after {name}", "{name} 之后没有定时任务"),
+        "cli.schedules_more": (
+            "{shown} of {total} schedules shown; the next page: --after {name}",
+            "显示了 {total} 个定时任务中的 {shown} 个;下一页:--after {name}",
+        ),
+        "cli.schedules_more_estimated": (
+            "{shown} of about {total} schedules shown (an estimate); the next page: --after {name}",
+            "显示了约 {total} 个定时任务(估计值)中的 {shown} 个;下一页:--after {name}",
+        ),
         "cli.paused_note": ("paused", "已暂停"),
         "cli.note_dst_gap": (
             "moved: this time does not exist on that day (DST gap)",

@@ -54,12 +54,15 @@ from agentlab_sched.schedules.replan import replan
 
 __all__ = [
     "CLEARABLE",
+    "COUNT_BOUND",
     "MAX_UPCOMING",
     "OPTIONS",
     "SchedError",
     "Schedule",
+    "ScheduleCount",
     "ScheduleStatus",
     "alter",
+    "count_schedules",
     "create",
     "create_or_update",
     "get",
@@ -525,10 +528,33 @@ async def status(conn: psycopg.AsyncConnection[Any], name: str) -> ScheduleStatu
     return found
 
 
-async def list_schedules(conn: psycopg.AsyncConnection[Any]) -> list[ScheduleStatus]:
-    """Every schedule with its status (the ``schedule_status`` view), by name."""
+async def list_schedules(
+    conn: psycopg.AsyncConnection[Any], *, after: str | None = None, limit: int | None = None
+) -> list[ScheduleStatus]:
+    """The schedules with their status (the ``schedule_status`` view), by name: every one, or a page of at
+    most ``limit`` whose names come after ``after`` (the last name of the page before)."""
     with errors.translated():
-        return await queries.rows(conn, "schedule_statuses", None, ScheduleStatus)
+        return await queries.rows(conn, "schedule_statuses", {"after": after, "limit": limit}, ScheduleStatus)
+
+
+#: Schedules counted exactly up to this many; past it the count is the planner's estimate.
+COUNT_BOUND = 10_000
+
+
+@dataclass(frozen=True)
+class ScheduleCount:
+    """How many schedules there are: exact up to :data:`COUNT_BOUND`, else an estimate (``estimated``)."""
+
+    total: int
+    estimated: bool
+
+
+async def count_schedules(conn: psycopg.AsyncConnection[Any]) -> ScheduleCount:
+    """How many schedules there are, without reading them all (:class:`ScheduleCount`)."""
+    with errors.translated():
+        row = await queries.one(conn, "schedule_count", {"bound": COUNT_BOUND})
+    assert row is not None
+    return ScheduleCount(total=int(row["total"]), estimated=bool(row["estimated"]))
 
 
 @checked

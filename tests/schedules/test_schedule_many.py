@@ -4,6 +4,7 @@ JSON lines). All validated, all or nothing, the failing definition named by its 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,16 @@ from agentlab_sched.errors import ValidationError
 from agentlab_sched.schedules import admin
 from tests.support.cli import ok, refused
 from tests.support.rows import fetched
+from tests.support.security_helpers import Roles
+
+
+@pytest.fixture
+def roles(db_url: str) -> Iterator[Roles]:
+    made = Roles(db_url)
+    try:
+        yield made
+    finally:
+        made.drop_all()
 
 
 async def names(conn: psycopg.AsyncConnection[DictRow]) -> list[str]:
@@ -178,3 +189,87 @@ def test_import_csv_and_json_lines(db_url: str, tmp_path: Path) -> None:
     assert refused(db_url, "schedules", "import", str(tmp_path / "none.csv")) == (
         f"cannot read {tmp_path / 'none.csv'}: No such file or directory"
     )
+
+
+async def test_rows_and_audit_are_what_schedule_writes(conn: psycopg.AsyncConnection[DictRow]) -> None:
+    """The bulk insert leaves the triggers out: it makes each row and its audit values itself, by the
+    trigger's own functions; every column but the ones of the moment (id, created, replanned, paused)
+    is what schedule() stores for the same definition, and each audit row holds the stored row."""
+    definitions: list[dict[str, Any]] = [
+        {"name": "a", "cron": "H * * * *", "task": "demo.echo"},
+        {"name": "b", "cron": " 0  9 * * 1 ", "task": "demo.echo", "inputs": {"d": "{{ schedule.date }}"},
+         "timezone": "Asia/Shanghai", "overlap": "allow_all", "misfire_grace": "120 seconds"},
+        {"name": "c", "cron": "*/5 * * * *", "task": "demo.echo", "enabled": False, "remaining_runs": 3,
+         "starts_at": "2030-01-01T00:00:00+00:00", "dst_gap": "skip", "priority": 5},
+    ]  # fmt: skip
+    assert await admin.schedule_many(conn, definitions) == 3
+    for d in definitions:
+        args = {k: json.dumps(v) if k == "inputs" else v for k, v in d.items() if k != "name"}
+        named = ", ".join(f"{k} => %({k})s" + ("::jsonb" if k == "inputs" else "") for k in args)
+        params = {"name": "single-" + d["name"], **args}
+        await conn.execute(f"SELECT agentlab_sched.schedule(%(name)s, {named})", params)
+    moment = ["id", "name", "created_at", "updated_at", "replan_at", "paused_at"]
+    cur = await conn.execute(
+        """SELECT b.name, to_jsonb(b) - %(moment)s::text[] AS bulk, to_jsonb(s) - %(moment)s::text[] AS single,
+                  b.replan_at IS NULL AS unplanned, b.paused_at IS NOT NULL AS paused
+           FROM agentlab_sched.schedules b JOIN agentlab_sched.schedules s ON s.name = 'single-' || b.name
+           ORDER BY b.id""",
+        {"moment": moment},
+    )
+    rows = await cur.fetchall()
+    assert [(r["name"], r["unplanned"], r["paused"]) for r in rows] == [
+        ("a", False, False),
+        ("b", False, False),
+        ("c", True, True),
+    ]
+    for r in rows:
+        assert r["bulk"] == r["single"], r["name"]
+    assert rows[1]["bulk"]["cron"] == "0 9 * * 1"
+    cur = await conn.execute(
+        """SELECT s.name, c.new_values = agentlab_sched.schedule_audit_values(s) AS same, c.operation, c.db_role
+           FROM agentlab_sched.schedules s JOIN agentlab_sched.schedule_changes c ON c.schedule_id = s.id
+           WHERE s.name IN ('a', 'b', 'c') ORDER BY s.id"""
+    )
+    me = fetched(await (await conn.execute("SELECT session_user AS u")).fetchone())["u"]
+    assert [tuple(r.values()) for r in await cur.fetchall()] == [(n, True, "insert", me) for n in ("a", "b", "c")]
+
+
+async def test_the_bulk_key_holds_for_its_insert_only(conn: psycopg.AsyncConnection[DictRow]) -> None:
+    """Once schedule_many() returns, a row written in the same transaction is validated and audited again,
+    even with the key's setting given by hand (the sequence's value was put back)."""
+    async with conn.transaction():
+        await admin.schedule_many(conn, [{"name": "ok", "cron": "0 9 * * *", "task": "demo.echo"}])
+        await conn.execute("SELECT set_config('agentlab_sched.bulk_insert', 'on', true)")
+        with pytest.raises(psycopg.Error, match="hour: 25 is outside 0-23"):
+            async with conn.transaction():
+                await conn.execute("SELECT agentlab_sched.schedule('bad', '0 25 * * *', 'demo.echo')")
+        await conn.execute("SELECT agentlab_sched.schedule('fine', '0  8 * * *', 'demo.echo')")
+        cur = await conn.execute(
+            """SELECT s.name, s.cron, count(c.id) AS audit FROM agentlab_sched.schedules s
+               LEFT JOIN agentlab_sched.schedule_changes c ON c.schedule_id = s.id GROUP BY s.id ORDER BY s.id"""
+        )
+        assert [tuple(r.values()) for r in await cur.fetchall()] == [("ok", "0 9 * * *", 1), ("fine", "0 8 * * *", 1)]
+
+
+def test_no_other_role_can_set_the_key(db_url: str, roles: Roles) -> None:
+    """The key is the owner's sequence: a role that may create schedules and sets the key's setting by
+    hand is refused at the sequence, never let through unvalidated; schedule_many() works for it."""
+    names = roles.groups()
+    admin_login = roles.login("bulkadmin", names.admin)
+    with psycopg.connect(db_url, autocommit=True) as owner:
+        owner.execute("SELECT agentlab_sched.register_tasks(ARRAY['demo.echo'])")
+    with roles.connect(admin_login) as conn:
+        conn.execute("SET agentlab_sched.bulk_insert = 'on'")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="bulk_insert_key"):
+            conn.execute("SELECT setval('agentlab_sched.bulk_insert_key', pg_current_xact_id()::text::bigint)")
+        # Through the owner's schedule(): the sequence was never set in this session, so the check refuses.
+        with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match=r"bulk_insert_key.* is not yet defined"):
+            conn.execute("SELECT agentlab_sched.schedule('bad', '0 25 * * *', 'demo.echo')")
+        conn.execute("RESET agentlab_sched.bulk_insert")
+        assert conn.execute("SELECT agentlab_sched.schedule_many(%s::jsonb)", [json.dumps(
+            [{"name": "by-admin", "cron": "0 9 * * *", "task": "demo.echo"}])]).fetchone() == (1,)  # fmt: skip
+    with psycopg.connect(db_url) as owner:
+        row = owner.execute(
+            """SELECT c.db_role FROM agentlab_sched.schedule_changes c WHERE c.schedule_name = 'by-admin'"""
+        ).fetchone()
+    assert row == (admin_login,)

@@ -49,14 +49,16 @@ FROM agentlab_sched.approvals WHERE run_id = %(id)s ORDER BY segment
 
 -- name: list_fires
 -- The ledger newest first (fire_history), of schedule %(schedule)s, in status %(status)s, since %(since)s
--- (each when given), at most %(limit)s (lifecycle.Fire).
+-- (each when given), at most %(limit)s (lifecycle.Fire). In the view's own order (created_at DESC, id
+-- DESC): an ORDER BY here too would keep PostgreSQL from planning the view for the first rows only (the
+-- LIMIT reaches into a subquery only when nothing is left to sort above it), and it would read, render and
+-- sort the whole ledger to return 50 rows; so the rows come by fires_created_idx, newest first.
 SELECT fire_id, schedule_id, schedule_name, fire_at, kind, status, reason_code, reason, run_id, run_status,
        created_at, requested_by, timezone
 FROM agentlab_sched.fire_history
 WHERE (%(schedule)s::text IS NULL OR schedule_name = %(schedule)s::text)
   AND (%(status)s::text IS NULL OR status = %(status)s::text)
   AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s::timestamptz)
-ORDER BY created_at DESC, fire_id DESC
 LIMIT %(limit)s
 
 -- name: schedule_exists

@@ -106,13 +106,26 @@ SELECT id, name, cron, timezone, task, enabled, next_run_at, replan, last_fire_i
 FROM agentlab_sched.schedule_status WHERE name = %(name)s
 
 -- name: schedule_statuses
--- Every schedule_status row, by name.
+-- The schedule_status rows by name, after name %(after)s, at most %(limit)s (each when given): a page read
+-- by the name's index, whatever the number of schedules.
 SELECT id, name, cron, timezone, task, enabled, next_run_at, replan, last_fire_id, last_fire_at, last_fire_kind,
        last_fire_status, last_fire_reason_code, last_fire_reason, last_run_id, last_run_status,
        last_run_created_at, last_run_finished_at, consecutive_failures, pause_after_failures, paused_reason,
        paused_at, overlap, remaining_runs, version, updated_at, webhook_format, webhook_url_hint,
        webhook_has_secret, webhook_events, webhook
-FROM agentlab_sched.schedule_status ORDER BY name
+FROM agentlab_sched.schedule_status
+WHERE %(after)s::text IS NULL OR name > %(after)s::text
+ORDER BY name
+LIMIT %(limit)s
+
+-- name: schedule_count
+-- How many schedules there are: counted up to %(bound)s (an index-only read of at most that many rows),
+-- beyond it the planner's estimate (pg_class.reltuples, kept by ANALYZE and autovacuum), never a scan.
+SELECT c.counted, c.counted > %(bound)s AS estimated,
+       CASE WHEN c.counted > %(bound)s THEN greatest(
+           (SELECT t.reltuples::bigint FROM pg_catalog.pg_class t WHERE t.oid = 'agentlab_sched.schedules'::regclass),
+           c.counted) ELSE c.counted END AS total
+FROM (SELECT count(*) AS counted FROM (SELECT 1 FROM agentlab_sched.schedules LIMIT %(bound)s + 1) b) c
 
 -- name: schedule_many
 -- Create the schedules %(definitions)s (a JSON array of schedule()'s arguments by name), all or none;

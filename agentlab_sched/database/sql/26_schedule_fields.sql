@@ -196,6 +196,74 @@ AS $$
     SELECT EXISTS (SELECT 1 FROM taken)
 $$;
 
+-- Whether this transaction is inside schedule_many()'s insert, whose rows it validated set-based
+-- (31_bulk.sql): the write triggers then leave those rows alone. The key is this session's value of the
+-- sequence bulk_insert_key, set to the transaction's id by bulk_insert_begin(): only the owner may set
+-- it (a session setting alone any caller could), and reading it is no query, so that a million rows
+-- are not a million look-ups. The setting is read first: for anyone else the sequence is never touched
+-- (currval() would refuse them). A standard SQL body, so PostgreSQL inlines it into the triggers' WHEN.
+CREATE OR REPLACE FUNCTION agentlab_sched.in_bulk_insert() RETURNS boolean
+LANGUAGE sql VOLATILE
+RETURN CASE WHEN pg_catalog.current_setting('agentlab_sched.bulk_insert', true) OPERATOR(pg_catalog.=) 'on'::pg_catalog.text
+            THEN pg_catalog.currval('agentlab_sched.bulk_insert_key'::pg_catalog.regclass)
+                 OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id()::pg_catalog.text::pg_catalog.int8
+            ELSE false END;
+
+-- The start and the end of such an insert (the owner's functions only: no role is granted these). The
+-- end puts the key back whatever happened: the sequence is not transactional, so a key left set by an
+-- insert that failed inside a caller's savepoint would otherwise hold for the rest of the transaction.
+CREATE OR REPLACE FUNCTION agentlab_sched.bulk_insert_begin() RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM setval('agentlab_sched.bulk_insert_key', pg_current_xact_id()::text::bigint);
+    PERFORM set_config('agentlab_sched.bulk_insert', 'on', true);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION agentlab_sched.bulk_insert_end() RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM setval('agentlab_sched.bulk_insert_key', 0);
+    PERFORM set_config('agentlab_sched.bulk_insert', '', true);
+END
+$$;
+
+-- Whitespace inside a cron expression never changes its meaning: it is stored in one spelling, so that
+-- "0  9 * * *" is not a change of "0 9 * * *" (the separators are the ASCII whitespace the cron parsers
+-- split on).
+CREATE OR REPLACE FUNCTION agentlab_sched.cron_spelling(cron text) RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT regexp_replace(btrim(cron, E' \t\r\n\f\x0B'), '[ \t\r\n\f\v]+', ' ', 'g')
+$$;
+
+-- A new schedule's bookkeeping, as it is stored: version 1; a disabled one has nothing pending and is
+-- paused from now; an enabled one is planned after the moment it was created, not after the tick that
+-- plans it. The write trigger applies it to each insert, schedule_many() to each distinct definition.
+CREATE OR REPLACE FUNCTION agentlab_sched.inserted_schedule(n agentlab_sched.schedules)
+RETURNS agentlab_sched.schedules
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    n.version := 1;
+    IF NOT n.enabled THEN
+        n.next_run_at := NULL;
+        n.replan := NULL;
+        n.paused_at := coalesce(n.paused_at, now());
+    END IF;
+    IF n.replan IS NOT NULL THEN
+        n.replan_at := coalesce(n.replan_at, clock_timestamp());
+    END IF;
+    RETURN n;
+END
+$$;
+
 -- Why a schedule is paused, in the session's language: the system's reason (a message code and its
 -- parameters) rendered now, else the words a person gave.
 CREATE OR REPLACE FUNCTION agentlab_sched.paused_reason_text(reason text, code text, params jsonb) RETURNS text

@@ -207,11 +207,14 @@ DECLARE
     ins boolean := TG_OP = 'INSERT';
     same agentlab_sched.schedules%ROWTYPE;
 BEGIN
-    -- Whitespace inside a cron expression never changes its meaning: store it in one spelling so that
-    -- "0  9 * * *" is not a change of "0 9 * * *".
-    -- (The separators are the ASCII whitespace the cron parsers split on.)
+    -- schedule_many() validated its rows set-based and made each as stored (31_bulk.sql).
+    IF ins THEN
+        IF agentlab_sched.in_bulk_insert() THEN
+            RETURN NEW;
+        END IF;
+    END IF;
     IF NEW.cron IS NOT NULL AND (ins OR NEW.cron IS DISTINCT FROM OLD.cron) THEN
-        NEW.cron := regexp_replace(btrim(NEW.cron, E' \t\r\n\f\x0B'), '[ \t\r\n\f\v]+', ' ', 'g');
+        NEW.cron := agentlab_sched.cron_spelling(NEW.cron);
     END IF;
 
     -- Bookkeeping is checked too (consecutive_failures and replan by their CHECK constraints).
@@ -245,23 +248,10 @@ BEGIN
         END IF;
         PERFORM agentlab_sched.guard_defined_in_code(same, OLD);
     END IF;
-    -- schedule_many() validated its rows set-based (31_bulk.sql) and says so with the owner's mark.
-    IF NOT (ins AND agentlab_sched.in_bulk_insert()) THEN
-        PERFORM agentlab_sched.validate_schedule(NEW, CASE WHEN ins THEN NULL ELSE OLD END);
-    END IF;
+    PERFORM agentlab_sched.validate_schedule(NEW, CASE WHEN ins THEN NULL ELSE OLD END);
 
     IF ins THEN
-        NEW.version := 1;
-        IF NOT NEW.enabled THEN
-            NEW.next_run_at := NULL;
-            NEW.replan := NULL;
-            NEW.paused_at := coalesce(NEW.paused_at, now());
-        END IF;
-        -- The first fire is planned after the moment it was created, not after the tick that plans it.
-        IF NEW.replan IS NOT NULL THEN
-            NEW.replan_at := coalesce(NEW.replan_at, clock_timestamp());
-        END IF;
-        RETURN NEW;
+        RETURN agentlab_sched.inserted_schedule(NEW);
     END IF;
 
     -- A real change of the definition.
@@ -352,9 +342,6 @@ BEGIN
         END IF;
         RETURN NULL;
     END IF;
-    IF TG_OP = 'INSERT' AND agentlab_sched.in_bulk_insert() THEN
-        RETURN NULL;  -- schedule_many() writes the audit rows set-based and sends one NOTIFY
-    END IF;
     INSERT INTO agentlab_sched.schedule_changes
         (schedule_id, schedule_name, operation, db_role, application_name, old_values, new_values)
     VALUES (
@@ -370,9 +357,12 @@ BEGIN
 END
 $$;
 
+-- schedule_many()'s rows are not even queued (a million would be): it writes their audit rows set-based and
+-- sends one NOTIFY.
 CREATE OR REPLACE TRIGGER schedules_after_write
     AFTER INSERT OR DELETE ON agentlab_sched.schedules
-    FOR EACH ROW EXECUTE FUNCTION agentlab_sched.schedules_after_write();
+    FOR EACH ROW WHEN (NOT agentlab_sched.in_bulk_insert())
+    EXECUTE FUNCTION agentlab_sched.schedules_after_write();
 
 -- Updates: the WHEN clause keeps a tick's bookkeeping (thousands of rows a batch) from even queueing
 -- the trigger.

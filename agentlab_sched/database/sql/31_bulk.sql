@@ -6,9 +6,9 @@
 -- row) would take about 2 ms a row, so the checks are made set-based here instead: the shape of every
 -- row at once, the checks that differ row by row (name, casts) as one pass, and validate_schedule() once
 -- per distinct definition apart from its name (a million per-tenant schedules share a handful). The
--- insert then runs with a bulk mark in bookkeeping_marks, which only the owner can write, telling the
--- triggers the rows were validated: no second validation, the audit rows written set-based and one
--- NOTIFY instead of a million.
+-- insert then runs under the bulk key (in_bulk_insert(), 26_schedule_fields.sql), which only the owner
+-- can set, telling the triggers the rows were validated and made as stored: no second validation, no
+-- trigger call per row, the audit rows written set-based and one NOTIFY instead of a million.
 
 -- The arguments of schedule() a definition may give (the others take their defaults).
 CREATE OR REPLACE FUNCTION agentlab_sched.bulk_fields() RETURNS text[]
@@ -62,6 +62,7 @@ CREATE OR REPLACE FUNCTION agentlab_sched.schedule_many(definitions jsonb) RETUR
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET work_mem = '64MB'  -- the definitions' order sorted in memory: a million rows
 AS $$
 DECLARE
     base agentlab_sched.schedules := agentlab_sched.option_defaults();
@@ -73,6 +74,7 @@ DECLARE
     other bigint;
     created bigint;
     detail jsonb;
+    id_seq regclass := pg_get_serial_sequence('agentlab_sched.schedules', 'id')::regclass;
     err_detail text;
     err_field text;
 BEGIN
@@ -130,13 +132,14 @@ BEGIN
             END LOOP;
             RAISE;
         END;
-        -- Names given twice, names taken.
-        SELECT d.ord, d.name, d.first INTO cur_row, cur_name, other
-        FROM (SELECT t.ord, t.e ->> 'name' AS name,
-                     min(t.ord) OVER (PARTITION BY t.e ->> 'name') AS first
-              FROM jsonb_array_elements(definitions) WITH ORDINALITY AS t(e, ord)) d
-        WHERE d.ord <> d.first ORDER BY d.ord LIMIT 1;
+        -- Names given twice (looked for by hash first; sorted to say which only when there are), names taken.
+        PERFORM FROM jsonb_array_elements(definitions) AS t(e) GROUP BY t.e ->> 'name' HAVING count(*) > 1 LIMIT 1;
         IF FOUND THEN
+            SELECT d.ord, d.name, d.first INTO cur_row, cur_name, other
+            FROM (SELECT t.ord, t.e ->> 'name' AS name,
+                         min(t.ord) OVER (PARTITION BY t.e ->> 'name') AS first
+                  FROM jsonb_array_elements(definitions) WITH ORDINALITY AS t(e, ord)) d
+            WHERE d.ord <> d.first ORDER BY d.ord LIMIT 1;
             PERFORM agentlab_sched.fail('schedule.bulk_duplicate', 'name', jsonb_build_object(
                 'name', cur_name, 'first', other));
         END IF;
@@ -149,9 +152,11 @@ BEGIN
         END IF;
         -- Everything else, once per distinct definition apart from the name (the trigger's checks).
         FOR cur_row, e IN
-            SELECT min(t.ord), (array_agg(t.e ORDER BY t.ord))[1]
-            FROM jsonb_array_elements(definitions) WITH ORDINALITY AS t(e, ord)
-            GROUP BY t.e - 'name' ORDER BY 1
+            SELECT f.first, definitions -> (f.first - 1)::integer
+            FROM (SELECT min(t.ord) AS first
+                  FROM jsonb_array_elements(definitions) WITH ORDINALITY AS t(e, ord)
+                  GROUP BY t.e - 'name') f
+            ORDER BY 1
         LOOP
             cur_name := e ->> 'name';
             PERFORM agentlab_sched.validate_schedule(agentlab_sched._bulk_row(base, e), NULL);
@@ -167,52 +172,74 @@ BEGIN
             'problem', jsonb_build_object('msg', detail ->> 'code', 'params', detail -> 'params'),
             'code', detail ->> 'code'));
     END;
-    -- Validated: insert under the bulk mark (the triggers skip what was done above).
-    INSERT INTO agentlab_sched.bookkeeping_marks (schedule_id, kind) VALUES (0, 'bulk');
-    WITH ins AS (
-        INSERT INTO agentlab_sched.schedules AS s
-            (name, cron, task, inputs, timezone, queue, priority, overlap, misfire_grace, timeout, enabled,
-             catchup, max_catchup, starts_at, ends_at, remaining_runs, pause_after_failures, context, dst_gap,
-             dst_repeat, on_interrupt)
-        SELECT x.name, x.cron, x.task, coalesce(x.inputs, base.inputs), coalesce(x.timezone, base.timezone),
-               coalesce(x.queue, base.queue), coalesce(x.priority, base.priority),
-               coalesce(x.overlap, base.overlap), coalesce(x.misfire_grace, base.misfire_grace),
-               coalesce(x.timeout, base.timeout), coalesce(x.enabled, base.enabled),
-               coalesce(x.catchup, base.catchup), coalesce(x.max_catchup, base.max_catchup),
-               coalesce(x.starts_at, base.starts_at), coalesce(x.ends_at, base.ends_at),
-               coalesce(x.remaining_runs, base.remaining_runs),
-               coalesce(x.pause_after_failures, base.pause_after_failures), coalesce(x.context, base.context),
-               coalesce(x.dst_gap, base.dst_gap), coalesce(x.dst_repeat, base.dst_repeat),
-               coalesce(x.on_interrupt, base.on_interrupt)
-        FROM jsonb_array_elements(definitions) WITH ORDINALITY AS t(e, ord),
-             jsonb_to_record(t.e) AS x(
-                 name text, cron text, task text, inputs jsonb, timezone text, queue text, priority
-                 integer, overlap text, misfire_grace interval, timeout interval, enabled boolean,
-                 catchup text, max_catchup integer, starts_at timestamptz, ends_at timestamptz,
-                 remaining_runs integer, pause_after_failures integer, context text, dst_gap text,
-                 dst_repeat text, on_interrupt text)
-        ORDER BY t.ord
-        RETURNING s.*),
-    audit AS (
-        INSERT INTO agentlab_sched.schedule_changes
-            (schedule_id, schedule_name, operation, db_role, application_name, old_values, new_values)
-        SELECT ins.id, ins.name, 'insert', session_user, nullif(current_setting('application_name', true), ''),
-               NULL, agentlab_sched.schedule_audit_values(ROW(ins.*)::agentlab_sched.schedules)
-        FROM ins
-        RETURNING 1)
-    SELECT count(*) INTO created FROM audit;
-    DELETE FROM agentlab_sched.bookkeeping_marks m
-    WHERE m.xact = pg_current_xact_id() AND m.schedule_id = 0 AND m.kind = 'bulk';
+    -- Validated: each distinct definition apart from the name made once into the row it stores (its
+    -- defaults, its cron's spelling and a new schedule's bookkeeping, by the write trigger's own
+    -- functions) with its audit values, then inserted under the bulk key: the triggers leave the rows
+    -- alone, and each audit row is its definition's values with the schedule's id and name.
+    base.replan := 'now';
+    base.created_at := now();
+    base.updated_at := now();
+    base.webhook_configured := false;
+    base.webhook_has_secret := false;
+    PERFORM agentlab_sched.bulk_insert_begin();
+    BEGIN
+        -- The ids are taken in the definitions' order before the two inserts, which then need no join of
+        -- the schedules inserted back to their definitions.
+        WITH d AS (
+            SELECT t.ord, t.e ->> 'name' AS name, t.e - 'name' AS def
+            FROM jsonb_array_elements(definitions) WITH ORDINALITY AS t(e, ord)),
+        g AS (
+            SELECT x.grp, x.def, (x.r).*, agentlab_sched.schedule_audit_values(x.r) - 'id' - 'name' AS audit
+            FROM (SELECT row_number() OVER () AS grp, dd.def, agentlab_sched._bulk_stored(base, dd.e) AS r
+                  FROM (SELECT d.def, d.def || jsonb_build_object('name', min(d.name)) AS e
+                        FROM d GROUP BY d.def) dd) x),
+        numbered AS (
+            SELECT nextval(id_seq) AS id, o.name, o.grp
+            FROM (SELECT d.ord, d.name, g.grp FROM d JOIN g ON g.def = d.def ORDER BY d.ord) o),
+        ins AS (
+            INSERT INTO agentlab_sched.schedules AS s
+                (id, name, cron, timezone, task, inputs, queue, priority, overlap, misfire_grace, timeout, enabled,
+                 catchup, max_catchup, starts_at, ends_at, remaining_runs, pause_after_failures,
+                 consecutive_failures, paused_at, context, next_run_at, replan, version, created_at, updated_at,
+                 webhook_events, failure_epoch, on_interrupt, replan_at, dst_gap, dst_repeat)
+            OVERRIDING SYSTEM VALUE
+            SELECT n.id, n.name, g.cron, g.timezone, g.task, g.inputs, g.queue, g.priority,
+                   g.overlap, g.misfire_grace, g.timeout, g.enabled, g.catchup,
+                   g.max_catchup, g.starts_at, g.ends_at, g.remaining_runs,
+                   g.pause_after_failures, g.consecutive_failures, g.paused_at, g.context,
+                   g.next_run_at, g.replan, g.version, g.created_at, g.updated_at,
+                   g.webhook_events, g.failure_epoch, g.on_interrupt, g.replan_at,
+                   g.dst_gap, g.dst_repeat
+            FROM numbered n JOIN g ON g.grp = n.grp
+            RETURNING 1),
+        audit AS (
+            INSERT INTO agentlab_sched.schedule_changes
+                (schedule_id, schedule_name, operation, db_role, application_name, old_values, new_values)
+            SELECT n.id, n.name, 'insert', session_user, nullif(current_setting('application_name', true), ''),
+                   NULL, jsonb_build_object('id', n.id, 'name', n.name) || g.audit  -- (the small one first: 2x faster)
+            FROM numbered n JOIN g ON g.grp = n.grp)
+        SELECT count(*) INTO created FROM ins;
+    EXCEPTION WHEN OTHERS OR query_canceled THEN
+        PERFORM agentlab_sched.bulk_insert_end();
+        RAISE;
+    END;
+    PERFORM agentlab_sched.bulk_insert_end();
     PERFORM pg_notify('agentlab_sched_schedules', '0');
     RETURN created;
 END
 $$;
 
--- Whether this transaction is inside schedule_many's insert (its rows validated already).
-CREATE OR REPLACE FUNCTION agentlab_sched.in_bulk_insert() RETURNS boolean
-LANGUAGE sql STABLE
+-- The row a validated definition `e` stores, from the defaults (`base`): as _bulk_row() reads it, in the
+-- cron's spelling, with a new schedule's bookkeeping (what the write trigger does to an insert).
+CREATE OR REPLACE FUNCTION agentlab_sched._bulk_stored(base agentlab_sched.schedules, e jsonb)
+RETURNS agentlab_sched.schedules
+LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT EXISTS (SELECT 1 FROM agentlab_sched.bookkeeping_marks m
-                   WHERE m.xact = pg_current_xact_id() AND m.schedule_id = 0 AND m.kind = 'bulk')
+DECLARE
+    r agentlab_sched.schedules := agentlab_sched._bulk_row(base, e);
+BEGIN
+    r.cron := agentlab_sched.cron_spelling(r.cron);
+    RETURN agentlab_sched.inserted_schedule(r);
+END
 $$;

@@ -132,7 +132,10 @@ AS $$
                                                 'reason', agentlab_sched.reason_text(lf.reason_code, lf.reason_params,
                                                                                      lf.reason),
                                                 'at', lf.fire_at) ORDER BY s.name)
-            FROM agentlab_sched.schedules s
+            -- Only schedules with a refused fire at all (fires_refused_idx: a million schedules are not
+            -- each looked up in every partition of the ledger).
+            FROM (SELECT DISTINCT rf.schedule_id FROM agentlab_sched.fires rf WHERE rf.status = 'failed_to_start') c
+            JOIN agentlab_sched.schedules s ON s.id = c.schedule_id
             JOIN LATERAL (SELECT count(*) FILTER (WHERE f.status = 'failed_to_start') AS refused, count(*) AS fires,
                                  (array_agg(f.reason_code ORDER BY f.fire_at DESC, f.id DESC))[1] AS reason_code,
                                  (array_agg(f.reason_params ORDER BY f.fire_at DESC, f.id DESC))[1] AS reason_params,
@@ -144,7 +147,13 @@ AS $$
         'unregistered_tasks', coalesce((
             SELECT jsonb_agg(jsonb_build_object('task', u.task, 'schedules', u.names) ORDER BY u.task)
             FROM (SELECT s.task, jsonb_agg(s.name ORDER BY s.name) AS names FROM agentlab_sched.schedules s
-                  WHERE s.enabled AND NOT agentlab_sched.task_registered(s.task) GROUP BY s.task) u), '[]'::jsonb),
+                  -- Each distinct task looked up once, not once per schedule (OFFSET 0: the look-up is not
+                  -- pushed down into the scan).
+                  WHERE s.enabled AND s.task IN (
+                      SELECT t.task FROM (SELECT DISTINCT e.task FROM agentlab_sched.schedules e WHERE e.enabled
+                                          OFFSET 0) t
+                      WHERE NOT agentlab_sched.task_registered(t.task))
+                  GROUP BY s.task) u), '[]'::jsonb),
         -- Rows in a DEFAULT partition of a history table (NULL when the caller may not look).
         'default_partition_rows', agentlab_sched.doctor_default_partitions(),
         'suspended_runs', coalesce((
