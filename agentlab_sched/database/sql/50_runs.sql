@@ -348,8 +348,10 @@ $$;
 
 -- BEFORE DELETE ON procrastinate_jobs: a job deleted while waiting cancels its run (saying its job was
 -- removed); one deleted while running (instead of finished: --delete-jobs) ends its run as the body
--- ended. A finished job deleted later (retention, remove_old_jobs) changes nothing. Before the delete,
--- while the run still points at the job (runs.job_id is set NULL by the foreign key).
+-- ended. A finished job deleted later (retention, remove_old_jobs) changes nothing but the link. Before
+-- the delete, while the job's row is still there (an interrupted run deferred again takes its queue,
+-- priority and lock). Then the runs that named the job name none (runs.job_id has no foreign key: this
+-- is its ON DELETE SET NULL, the run's updated_at left as it was).
 CREATE OR REPLACE FUNCTION agentlab_sched.follow_deleted_job() RETURNS trigger
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -365,6 +367,7 @@ BEGIN
                                                       ELSE 'removed_running' END, OLD.abort_requested);
         END IF;
     END IF;
+    UPDATE agentlab_sched.runs x SET job_id = NULL WHERE x.job_id = OLD.id;
     RETURN OLD;
 END
 $$;
