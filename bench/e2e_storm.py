@@ -237,6 +237,7 @@ def storm(srv: common.Server, system: str, n: int, workers: int, concurrency: in
                     for row in result["statements"]:
                         print(
                             f"  {row['total_ms']:>10} ms {row['calls']:>7} calls {row['blocks']:>10} blocks"
+                            f" {row['plans']:>7} plans"
                             f"  {row['query']}",
                             flush=True,
                         )
