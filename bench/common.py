@@ -61,18 +61,22 @@ def statements_profiled() -> bool:
 
 def top_statements(admin: psycopg.Connection[Any], dbname: str, limit: int = 15) -> list[dict[str, Any]]:
     """The statements that took the most server time in database ``dbname`` since the last reset (times
-    are inclusive: a function's includes the statements it ran)."""
+    are inclusive: a function's includes the statements it ran). ``BENCH_STATEMENTS=N`` (N > 1) lists N."""
+    wanted = os.environ.get("BENCH_STATEMENTS", "")
+    limit = int(wanted) if wanted.isdigit() and int(wanted) > 1 else limit
     rows = admin.execute(
         """SELECT s.calls, round(s.total_exec_time::numeric, 1) AS total_ms,
                   round((s.total_exec_time / greatest(s.calls, 1))::numeric, 3) AS mean_ms, s.rows,
-                  s.shared_blks_hit + s.shared_blks_read AS blocks,
+                  s.shared_blks_hit + s.shared_blks_read AS blocks, s.plans,
                   left(regexp_replace(s.query, '\\s+', ' ', 'g'), 160) AS query
            FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
            WHERE d.datname = %s ORDER BY s.total_exec_time DESC LIMIT %s""",
         (dbname, limit),
     ).fetchall()
     # blocks: the buffers a statement read (hit or not): where a storm's tuples are read, statement by statement
-    return [dict(zip(("calls", "total_ms", "mean_ms", "rows", "blocks", "query"), r, strict=True)) for r in rows]
+    # plans: how many times it was planned (with pg_stat_statements.track_planning; its buffers in blocks)
+    fields = ("calls", "total_ms", "mean_ms", "rows", "blocks", "plans", "query")
+    return [dict(zip(fields, r, strict=True)) for r in rows]
 
 
 class Server:
@@ -242,7 +246,13 @@ def _pg15(extra: dict[str, str] | None = None) -> Iterator[tuple[str, str | None
             settings |= {"cron.database_name": "'postgres'", "cron.host": f"'{sock}'"}
         if statements_profiled():
             preload.append("pg_stat_statements")
-            settings |= {"pg_stat_statements.track": "all", "pg_stat_statements.max": "1000"}
+            # Planning counted too: a nested statement planned again at each call reads catalogs and indexes
+            # for the statement that runs it, which would otherwise show no more than its own buffers.
+            settings |= {
+                "pg_stat_statements.track": "all",
+                "pg_stat_statements.max": "1000",
+                "pg_stat_statements.track_planning": "on",
+            }
         if preload:
             settings["shared_preload_libraries"] = "'" + ",".join(preload) + "'"
         with (data / "postgresql.conf").open("a") as conf:

@@ -260,7 +260,9 @@ CREATE TABLE agentlab_sched.code_deployments (
 -- PostgreSQL checks a foreign key again when a transaction updates a row it changed before (the batch
 -- finish writes a run's result, then the job trigger its status), a check that takes the schedule's row.
 -- Deleting a schedule still unlinks its runs (sql/50_runs.sql). A run and its fire name each other
--- without foreign keys (both tables are partitioned by time, and retention drops a period of both).
+-- without foreign keys (both tables are partitioned by time, and retention drops a period of both). Its
+-- link to its Procrastinate job has none either: the job triggers keep it (a deleted job's runs are
+-- unlinked by follow_deleted_job), and the key's checks cost reads in every change of a job.
 CREATE TABLE agentlab_sched.runs (
     id uuid NOT NULL DEFAULT gen_random_uuid(),
     schedule_id bigint,
@@ -268,7 +270,7 @@ CREATE TABLE agentlab_sched.runs (
     task text NOT NULL,
     inputs jsonb NOT NULL DEFAULT '{}'::jsonb,
     status text NOT NULL DEFAULT 'queued',
-    job_id bigint REFERENCES public.procrastinate_jobs (id) ON DELETE SET NULL,
+    job_id bigint,
     segment integer NOT NULL DEFAULT 1,
     -- The error as written: a task's own words, or the system's in the writer's language. A system error
     -- also has its message as a term (error_term), rendered in the reader's language when read.

@@ -7,110 +7,7 @@
 -- - They are SECURITY DEFINER: a role with rights on Procrastinate's tables and none on schema
 --   agentlab_sched (the worker of another app sharing the database) still updates and deletes its jobs.
 -- - Finishing a job never waits on the schedules table: counting a run's end against its schedule takes
---   the schedule's row only if it is free at once, else housekeeping counts it (tally_run).
-
--- Count a run's end (`ended`) against its schedule: 'success' resets consecutive_failures, 'failure' adds
--- one and may pause the schedule (count_failure). A run counts once however many of its attempts fail,
--- until the count is reset (its counted_epoch is the schedule's failure_epoch when it counted). The caller
--- holds the schedule's row (or waits for it under its lock_timeout).
-CREATE OR REPLACE FUNCTION agentlab_sched.apply_tally(run_id uuid, sid bigint, ended text) RETURNS void
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    s agentlab_sched.schedules;
-    counted integer;
-BEGIN
-    SELECT * INTO s FROM agentlab_sched.schedules x WHERE x.id = sid FOR UPDATE;
-    IF FOUND THEN
-        IF ended = 'success' THEN
-            IF s.consecutive_failures <> 0 THEN
-                UPDATE agentlab_sched.schedules x SET consecutive_failures = 0 WHERE x.id = sid;
-            END IF;
-        ELSE
-            SELECT x.counted_epoch INTO counted FROM agentlab_sched.runs x WHERE x.id = run_id;
-            IF counted IS DISTINCT FROM s.failure_epoch THEN
-                PERFORM agentlab_sched.count_failure(sid);
-                UPDATE agentlab_sched.runs x SET counted_epoch = s.failure_epoch WHERE x.id = run_id;
-            END IF;
-        END IF;
-    END IF;
-    UPDATE agentlab_sched.runs x SET tally_pending = NULL WHERE x.id = run_id AND x.tally_pending IS NOT NULL;
-END
-$$;
-
--- The same, from a job being finished: without waiting on the schedules table (a migration's LOCK TABLE,
--- a transaction holding the row, a tick claiming it). When the row is not free within a moment, or an
--- earlier count of this schedule is still pending, the count is left to housekeeping, in order: returns
--- what the caller records in runs.tally_pending (NULL when counted now). Called before the caller's update
--- of the run: a second update of a row this transaction already changed would check its foreign key to
--- schedules, which waits on a locked table.
-CREATE OR REPLACE FUNCTION agentlab_sched.tally_run(run_id uuid, sid bigint, ended text) RETURNS text
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    saved text := pg_catalog.current_setting('lock_timeout');
-BEGIN
-    IF sid IS NULL OR ended IS NULL THEN
-        RETURN NULL;
-    END IF;
-    IF EXISTS (SELECT 1 FROM agentlab_sched.runs x WHERE x.schedule_id = sid AND x.tally_pending IS NOT NULL) THEN
-        RETURN ended;
-    END IF;
-    PERFORM pg_catalog.set_config('lock_timeout', '50ms', true);
-    BEGIN
-        PERFORM agentlab_sched.apply_tally(run_id, sid, ended);
-    EXCEPTION WHEN lock_not_available THEN
-        PERFORM pg_catalog.set_config('lock_timeout', saved, true);
-        RETURN ended;  -- left to housekeeping
-    END;
-    PERFORM pg_catalog.set_config('lock_timeout', saved, true);
-    RETURN NULL;
-END
-$$;
-
--- Housekeeping: the counts tally_run could not make, oldest first, schedule by schedule (a schedule
--- whose row is still taken waits for the next round). Returns how many were counted.
-CREATE OR REPLACE FUNCTION agentlab_sched.apply_pending_tallies() RETURNS integer
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    sid bigint;
-    r record;
-    n integer := 0;
-BEGIN
-    FOR sid IN SELECT DISTINCT x.schedule_id FROM agentlab_sched.runs x WHERE x.tally_pending IS NOT NULL LOOP
-        PERFORM 1 FROM agentlab_sched.schedules s WHERE s.id = sid FOR UPDATE SKIP LOCKED;
-        CONTINUE WHEN NOT FOUND AND EXISTS (SELECT 1 FROM agentlab_sched.schedules s WHERE s.id = sid);
-        FOR r IN SELECT x.id, x.tally_pending FROM agentlab_sched.runs x
-                 WHERE x.schedule_id = sid AND x.tally_pending IS NOT NULL
-                 ORDER BY x.finished_at, x.id FOR UPDATE SKIP LOCKED LOOP
-            PERFORM agentlab_sched.apply_tally(r.id, sid, r.tally_pending);
-            n := n + 1;
-        END LOOP;
-    END LOOP;
-    RETURN n;
-END
-$$;
-
--- consecutive_failures back to 0 (a success, a resume): a new epoch, so a run that failed before counts
--- again if it fails again after. (Fires after schedules_before_write, which may itself reset the count.)
-CREATE OR REPLACE FUNCTION agentlab_sched.schedules_failure_epoch() RETURNS trigger
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    NEW.failure_epoch := OLD.failure_epoch + 1;
-    RETURN NEW;
-END
-$$;
-
-CREATE OR REPLACE TRIGGER schedules_failure_epoch
-    BEFORE UPDATE ON agentlab_sched.schedules
-    FOR EACH ROW WHEN (NEW.consecutive_failures = 0 AND OLD.consecutive_failures <> 0)
-    EXECUTE FUNCTION agentlab_sched.schedules_failure_epoch();
+--   the schedule's row only if it is free at once, else housekeeping counts it (tally_run, 54_run_tally.sql).
 
 -- Whether an abort asked for by someone (runs cancel, a newer fire of a cancel_other schedule, abandon,
 -- reject, or Procrastinate's own cancel with abort) is what ended a job: the run is cancelled, never a
@@ -196,14 +93,14 @@ BEGIN
             error = agentlab_sched.msg('run.interrupted_retried', jsonb_build_object('attempt', x.interrupts + 1, 'most', most)),
             error_code = 'run.interrupted_retried', error_term = agentlab_sched.term('run.interrupted_retried', jsonb_build_object('attempt', x.interrupts + 1, 'most', most)),
             updated_at = at
-        WHERE x.id = r.id;
+        WHERE x.id = r.id AND x.created_at = r.created_at;
         RETURN 'queued';
     ELSIF outcome = 'cancelled' THEN
         UPDATE agentlab_sched.runs x
         SET status = 'cancelled', finished_at = at, deadline_at = NULL, abort_reason = 'interrupted',
             abort_requested_at = NULL, error = agentlab_sched.msg('run.interrupted_abandoned'),
             error_code = 'run.interrupted_abandoned', error_term = agentlab_sched.term('run.interrupted_abandoned'), updated_at = at
-        WHERE x.id = r.id;
+        WHERE x.id = r.id AND x.created_at = r.created_at;
         IF job_live AND r.job_id IS NOT NULL THEN
             PERFORM public.procrastinate_finish_job_v1(r.job_id, 'aborted', false);  -- its lock released
         END IF;
@@ -217,7 +114,7 @@ BEGIN
                      ELSE agentlab_sched.msg('run.suspended') END,
         error_code = CASE WHEN policy = 'retry' THEN 'run.suspended_after_retries' ELSE 'run.suspended' END,
         error_term = CASE WHEN policy = 'retry' THEN agentlab_sched.term('run.suspended_after_retries', jsonb_build_object('count', r.interrupts)) ELSE agentlab_sched.term('run.suspended') END, updated_at = at
-    WHERE x.id = r.id;
+    WHERE x.id = r.id AND x.created_at = r.created_at;
     RETURN 'suspended';
 END
 $$;
@@ -225,6 +122,8 @@ $$;
 -- What a run becomes when its job `ended` so (a job status, or 'removed_waiting' / 'removed_running' when
 -- the job row was deleted while todo / doing), and writes it. `abort_requested`: the job's flag before the
 -- change (a cancel asked through Procrastinate). Returns the run's new status, or NULL when it stays.
+-- `r` is the run's row as the caller holds it (locked): its result and outcome are written from it, so
+-- that a caller finishing the job writes the body's result in this same update (finish_jobs).
 CREATE OR REPLACE FUNCTION agentlab_sched.settle_run(r agentlab_sched.runs, ended text, abort_requested boolean)
 RETURNS text
 LANGUAGE plpgsql
@@ -295,9 +194,8 @@ BEGIN
         RETURN agentlab_sched.interrupt_run(r, false);
     END IF;
 
-    pending := agentlab_sched.tally_run(r.id, r.schedule_id, CASE WHEN next_status = 'succeeded' THEN 'success'
-                                                                  WHEN next_status IN ('failed', 'timed_out') THEN 'failure'
-                                                              END);
+    pending := agentlab_sched.tally_run(r, CASE WHEN next_status = 'succeeded' THEN 'success'
+                                                WHEN next_status IN ('failed', 'timed_out') THEN 'failure' END);
     UPDATE agentlab_sched.runs x SET
         status = next_status,
         tally_pending = pending,
@@ -317,20 +215,28 @@ BEGIN
                           ELSE x.error_code END,
         error_term = CASE WHEN code IS NOT NULL THEN agentlab_sched.term(code, params) WHEN next_status = 'timed_out' AND x.error IS NULL THEN agentlab_sched.term('run.timed_out', agentlab_sched.run_timeout_params(x.timeout))
                           WHEN next_status IN ('queued', 'running', 'succeeded') THEN NULL ELSE x.error_term END,
-        outcome = CASE WHEN agentlab_sched.run_is_active(next_status) THEN NULL ELSE x.outcome END,
+        outcome = CASE WHEN agentlab_sched.run_is_active(next_status) THEN NULL ELSE r.outcome END,
         -- The result of a body that returned after it was cancelled is discarded.
-        result = CASE WHEN next_status = 'cancelled' THEN NULL ELSE x.result END,
+        result = CASE WHEN next_status = 'cancelled' THEN NULL ELSE r.result END,
         updated_at = now()
-    WHERE x.id = r.id;
+    WHERE x.id = r.id AND x.created_at = r.created_at;
     RETURN next_status;
 END
 $$;
 
 -- AFTER UPDATE ON procrastinate_jobs: the run of the job follows a change of its status.
+--
+-- The two job triggers, and what they call, keep their statements' plans (plan_cache_mode = auto, where
+-- our connections force a new plan at every execution): each is a lookup by key, planned the same
+-- whatever the key, and planning one over the partitioned runs table reads every partition's indexes
+-- (about 80 buffers a statement, several statements per job change, in a storm). Sequential scans are
+-- off so that a plan kept from when the runs were few never reads a whole partition later.
 CREATE OR REPLACE FUNCTION agentlab_sched.follow_job() RETURNS trigger
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = auto
+SET enable_seqscan = off
 AS $$
 DECLARE
     r agentlab_sched.runs;
@@ -348,12 +254,16 @@ $$;
 
 -- BEFORE DELETE ON procrastinate_jobs: a job deleted while waiting cancels its run (saying its job was
 -- removed); one deleted while running (instead of finished: --delete-jobs) ends its run as the body
--- ended. A finished job deleted later (retention, remove_old_jobs) changes nothing. Before the delete,
--- while the run still points at the job (runs.job_id is set NULL by the foreign key).
+-- ended. A finished job deleted later (retention, remove_old_jobs) changes nothing but the link. Before
+-- the delete, while the job's row is still there (an interrupted run deferred again takes its queue,
+-- priority and lock). Then the runs that named the job name none (runs.job_id has no foreign key: this
+-- is its ON DELETE SET NULL, the run's updated_at left as it was).
 CREATE OR REPLACE FUNCTION agentlab_sched.follow_deleted_job() RETURNS trigger
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = auto
+SET enable_seqscan = off
 AS $$
 DECLARE
     r agentlab_sched.runs;
@@ -365,6 +275,7 @@ BEGIN
                                                       ELSE 'removed_running' END, OLD.abort_requested);
         END IF;
     END IF;
+    UPDATE agentlab_sched.runs x SET job_id = NULL WHERE x.job_id = OLD.id;
     RETURN OLD;
 END
 $$;

@@ -15,14 +15,20 @@
 -- middleware does not run such a body.
 -- For many jobs in one query (`agentlab-sched worker` reads them with the jobs it takes, fetch_jobs): one
 -- row per job that is a run's; run_context() reads one.
+-- PL/pgSQL, not SQL, so that its plan is kept (plan_cache_mode = auto): a SQL function's query is planned
+-- at every call, which over the partitioned runs and fires reads every partition's indexes.
 CREATE OR REPLACE FUNCTION agentlab_sched.run_contexts(jobs bigint[]) RETURNS TABLE (job_id bigint, context jsonb)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 -- Index lookups from the jobs asked for, whatever the statistics say (a body planned without the array's
 -- values, on tables analysed near empty, would hash-join a scan of every run).
 SET enable_hashjoin = off
 SET enable_mergejoin = off
+SET enable_seqscan = off
+SET plan_cache_mode = auto
 AS $$
+BEGIN
+    RETURN QUERY
     SELECT r.job_id, CASE WHEN r.status <> 'running' THEN jsonb_build_object('run_id', r.id, 'status', r.status)
            ELSE jsonb_build_object(
         'run_id', r.id, 'status', r.status, 'fire_id', r.fire_id, 'fire_at', f.fire_at, 'kind', f.kind,
@@ -37,7 +43,8 @@ AS $$
     FROM unnest(jobs) AS j(id)
     JOIN agentlab_sched.runs r ON r.job_id = j.id
     LEFT JOIN agentlab_sched.fires f ON f.id = r.fire_id
-    LEFT JOIN agentlab_sched.schedules s ON s.id = r.schedule_id
+    LEFT JOIN agentlab_sched.schedules s ON s.id = r.schedule_id;
+END
 $$;
 
 CREATE OR REPLACE FUNCTION agentlab_sched.run_context(job bigint) RETURNS jsonb

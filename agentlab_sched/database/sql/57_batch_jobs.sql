@@ -72,25 +72,55 @@ END
 $$;
 
 -- Finish jobs as procrastinate_finish_job_v1 does each (status succeeded, failed or aborted, or deleted
--- with `delete_jobs`), the results of their runs kept first (record_results: where run_ids[i] is set, job
--- ids[i] ran run_ids[i] and returned results[i]). One position per job in every array. Returns the jobs
--- that were not todo or doing: nothing was done to them (Procrastinate raises for those).
+-- with `delete_jobs`), the results of their runs kept first (where run_ids[i] is set, job ids[i] ran
+-- run_ids[i] and returned results[i]). One position per job in every array. Returns the jobs that were not
+-- todo or doing: nothing was done to them (Procrastinate raises for those).
+--
+-- A run whose job succeeds is settled here, with its result, in one update of its row (settle_run, what
+-- the job trigger would do next): the job trigger then finds it ended and leaves it. The job's row is
+-- locked first, the run's second (the job trigger's order). Other results are kept as the middleware
+-- keeps them (record_results), for the job trigger to settle the run: a job deleted instead of finished
+-- ends its run as its outcome says. Plans are kept and joins are index lookups, as in the job triggers
+-- (50_runs.sql).
 CREATE OR REPLACE FUNCTION agentlab_sched.finish_jobs(ids bigint[], statuses public.procrastinate_job_status[],
                                                       delete_jobs boolean[], run_ids uuid[], results jsonb[])
 RETURNS bigint[]
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = auto
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
 AS $$
 DECLARE
     done bigint[];
+    ran record;
+    r agentlab_sched.runs;
+    settled uuid[] := '{}';
 BEGIN
     IF EXISTS (SELECT 1 FROM unnest(statuses) s WHERE s IS NULL OR s NOT IN ('succeeded', 'failed', 'aborted')) THEN
         RAISE 'End status should be either "succeeded", "failed" or "aborted" (job ids: %)', ids;
     END IF;
+    FOR ran IN
+        SELECT j.abort_requested, x.result, run AS run
+        FROM unnest(ids, statuses, delete_jobs, run_ids, results) AS x(id, status, del, run_id, result)
+        JOIN public.procrastinate_jobs j ON j.id = x.id AND j.id = ANY (ids)
+        JOIN agentlab_sched.runs run ON run.job_id = x.id AND run.job_id = ANY (ids) AND run.id = x.run_id
+        WHERE x.run_id IS NOT NULL AND x.status = 'succeeded' AND NOT x.del AND j.status IN ('todo', 'doing')
+          AND run.status = 'running'
+        ORDER BY x.id
+        FOR UPDATE OF j, run
+    LOOP
+        r := ran.run;
+        r.result := ran.result;
+        r.outcome := 'succeeded';
+        PERFORM agentlab_sched.settle_run(r, 'succeeded', ran.abort_requested);
+        settled := settled || r.id;
+    END LOOP;
     PERFORM agentlab_sched.record_results(array_agg(x.run_id), array_agg(x.id), array_agg(x.result))
-    FROM unnest(ids, run_ids, results) AS x(id, run_id, result)
-    WHERE x.run_id IS NOT NULL
+    FROM unnest(ids, statuses, delete_jobs, run_ids, results) AS x(id, status, del, run_id, result)
+    WHERE x.run_id IS NOT NULL AND NOT x.run_id = ANY (settled)
     HAVING count(*) > 0;
     WITH u AS (
         SELECT * FROM unnest(ids, statuses, delete_jobs) AS x(id, status, del) ORDER BY x.id
