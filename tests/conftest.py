@@ -20,6 +20,7 @@ from psycopg.rows import DictRow
 
 from agentlab_sched import database as db
 from agentlab_sched.database.migrate import migrate
+from tests.support.security_helpers import Roles
 
 #: Markers by what each test needs (pure, db, worker, slow): see tests/support/markers.py.
 pytest_plugins = ["tests.support.markers"]
@@ -111,3 +112,13 @@ async def conn(db_url: str) -> AsyncIterator[psycopg.AsyncConnection[DictRow]]:
         yield connection
     finally:
         await connection.close()
+
+
+@pytest.fixture
+def roles(db_url: str) -> Iterator[Roles]:
+    """Login roles made for this test (see `Roles`), dropped at its end."""
+    made = Roles(db_url)
+    try:
+        yield made
+    finally:
+        made.drop_all()

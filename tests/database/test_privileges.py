@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -24,15 +23,6 @@ from tests.support.rows import fetched
 from tests.support.security_helpers import Roles
 
 KEYS = Settings(locale="en", secret_keys=(KEY,))
-
-
-@pytest.fixture
-def roles(db_url: str) -> Iterator[Roles]:
-    made = Roles(db_url)
-    try:
-        yield made
-    finally:
-        made.drop_all()
 
 
 def test_sql_schedules_need_the_privilege_and_membership_of_the_role_they_run_as(db_url: str, roles: Roles) -> None:

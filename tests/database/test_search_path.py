@@ -5,7 +5,6 @@ and the definer functions are the owner's, closed to PUBLIC and granted to the r
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -48,15 +47,6 @@ PLANTED_FUNCTIONS = [
     ("format", "a text, b bigint", "text", "pg_catalog.format(a, b)"),
     ("gen_random_uuid", "", "uuid", "pg_catalog.gen_random_uuid()"),
 ]
-
-
-@pytest.fixture
-def roles(db_url: str) -> Iterator[Roles]:
-    made = Roles(db_url)
-    try:
-        yield made
-    finally:
-        made.drop_all()
 
 
 def plant(db_url: str, roles: Roles) -> str:

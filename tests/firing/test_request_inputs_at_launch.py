@@ -5,25 +5,14 @@ run SQL as a role the requester may not act as."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
-import pytest
 from psycopg import sql
 
 from agentlab_sched.tasks.sql import SQL_TASK
 from tests.support.rows import fetched
 from tests.support.security_helpers import Roles
-
-
-@pytest.fixture
-def roles(db_url: str) -> Iterator[Roles]:
-    made = Roles(db_url)
-    try:
-        yield made
-    finally:
-        made.drop_all()
 
 
 def _author(db_url: str, roles: Roles) -> tuple[str, str, str]:

@@ -5,7 +5,6 @@ refusal is a resolver's, recorded by a worker's login, in the system's words."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -16,15 +15,6 @@ from tests.support.rows import fetched
 from tests.support.security_helpers import Roles
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
-
-
-@pytest.fixture
-def roles(db_url: str) -> Iterator[Roles]:
-    made = Roles(db_url)
-    try:
-        yield made
-    finally:
-        made.drop_all()
 
 
 def _code(exc: psycopg.Error) -> str:

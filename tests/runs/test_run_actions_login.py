@@ -3,10 +3,7 @@ when (the database clock), whatever name and time the caller gave; the name stay
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
-
-import pytest
 
 from tests.support.firing_helpers import make_schedule
 from tests.support.rows import Conn, fetched
@@ -14,15 +11,6 @@ from tests.support.runs import launch
 from tests.support.security_helpers import Roles
 
 LONG_AGO = datetime(1999, 1, 1, tzinfo=UTC)
-
-
-@pytest.fixture
-def roles(db_url: str) -> Iterator[Roles]:
-    made = Roles(db_url)
-    try:
-        yield made
-    finally:
-        made.drop_all()
 
 
 async def test_a_cancel_records_the_login_and_the_database_clock(conn: Conn, roles: Roles) -> None:

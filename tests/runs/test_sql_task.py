@@ -30,15 +30,6 @@ from tests.support.workers import run_in, wait_for, worker
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 
 
-@pytest.fixture
-def roles(db_url: str) -> Iterator[Roles]:
-    made = Roles(db_url)
-    try:
-        yield made
-    finally:
-        made.drop_all()
-
-
 @pytest.fixture(scope="module")
 def module_roles(pg_server: str) -> Iterator[Roles]:
     made = Roles(pg_server)

@@ -5,7 +5,6 @@ deployment wins (docs/coming-from.md, "Schedules as code")."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import procrastinate
@@ -252,15 +251,6 @@ def test_cli_sync(db_url: str) -> None:
     assert result["created"] == ["nightly"]
     words = ok(db_url, "schedules", "sync", "--app", "tests.support.code_app.app").stdout
     assert words.startswith("schedules defined in code (deployment ") and "0 created, 0 updated, 1 unchanged" in words
-
-
-@pytest.fixture
-def roles(db_url: str) -> Iterator[Roles]:
-    made = Roles(db_url)
-    try:
-        yield made
-    finally:
-        made.drop_all()
 
 
 async def test_the_sync_is_an_admins_a_worker_role_alone_leaves_the_schedules_alone(

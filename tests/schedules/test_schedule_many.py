@@ -4,7 +4,6 @@ JSON lines). All validated, all or nothing, the failing definition named by its 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -18,15 +17,6 @@ from agentlab_sched.schedules import admin
 from tests.support.cli import ok, refused
 from tests.support.rows import fetched
 from tests.support.security_helpers import Roles
-
-
-@pytest.fixture
-def roles(db_url: str) -> Iterator[Roles]:
-    made = Roles(db_url)
-    try:
-        yield made
-    finally:
-        made.drop_all()
 
 
 async def names(conn: psycopg.AsyncConnection[DictRow]) -> list[str]:

@@ -5,7 +5,6 @@ command."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -22,15 +21,6 @@ from tests.support.security_helpers import Roles
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 EVIL = "x'); DO $$ BEGIN RAISE 'pwned'; END $$; --"
-
-
-@pytest.fixture
-def roles(db_url: str) -> Iterator[Roles]:
-    made = Roles(db_url)
-    try:
-        yield made
-    finally:
-        made.drop_all()
 
 
 def _render(c: psycopg.Connection[DictRow], command: str, name: str) -> str:
