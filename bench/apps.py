@@ -4,12 +4,15 @@
     procrastinate --app bench.apps.bare_app worker       # bare Procrastinate: bench.hit alone, no runs
 
 Both apps are built on first use from AGENTLAB_SCHED_DATABASE_URL (run with the repository on
-PYTHONPATH). ``bench.hit`` records when its body started (``clock_timestamp()`` of its INSERT) in
-``bench_hits``, which `create_hits` makes; pg_cron's baseline runs the same INSERT.
+PYTHONPATH). ``bench.hit`` records in ``bench_hits`` (which `create_hits` makes) when its body's first line ran
+(``began``, Python's clock, the same machine's as the server's) and when its INSERT ran on the server
+(``at``, ``clock_timestamp()``: later by the wait for a connection of the app's pool when many bodies
+start at once); pg_cron's baseline runs the same INSERT, where both are the statement's time.
 """
 
 from __future__ import annotations
 
+import datetime
 import os
 from typing import Any
 
@@ -21,16 +24,19 @@ from agentlab_sched.worker.process import connector_for
 
 TASK = "bench.hit"
 #: The job body, and pg_cron's command (with a literal k).
-HIT = "INSERT INTO bench_hits (job_id, k, at) VALUES (%(job)s, %(k)s, clock_timestamp())"
+HIT = "INSERT INTO bench_hits (job_id, k, at, began) VALUES (%(job)s, %(k)s, clock_timestamp(), %(began)s)"
 
 
 def create_hits(conn: psycopg.Connection[Any]) -> None:
-    conn.execute("CREATE TABLE IF NOT EXISTS bench_hits (job_id bigint, k integer, at timestamptz NOT NULL)")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS bench_hits (job_id bigint, k integer, at timestamptz NOT NULL, began timestamptz)"
+    )
 
 
 async def hit(context: procrastinate.JobContext, k: int = 0, **inputs: Any) -> None:
     """The benchmarks' job body: one INSERT (a transaction of its own) saying when the body started."""
-    await context.app.connector.execute_query_async(HIT, job=context.job.id, k=k)  # type: ignore[arg-type]
+    began = datetime.datetime.now(datetime.timezone.utc)
+    await context.app.connector.execute_query_async(HIT, job=context.job.id, k=k, began=began)  # type: ignore[arg-type]
 
 
 def make_app(url: str) -> procrastinate.App:

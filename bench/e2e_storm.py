@@ -179,7 +179,7 @@ def _warm_bare(bench: Bench) -> None:
 def _cron_jobs(admin: Bench, db: str, schedule: str, count: int, name: str, k: int | None = None) -> None:
     """``count`` pg_cron jobs on database ``db`` running the body's INSERT (k = their number, or ``k``),
     inserted in one statement (pg_cron reloads its job list when cron.job changes)."""
-    command = apps.HIT.replace("%(job)s", "NULL").replace("%(k)s", "{k}")
+    command = apps.HIT.replace("%(job)s", "NULL").replace("%(k)s", "{k}").replace("%(began)s", "clock_timestamp()")
     admin.one(
         """WITH ins AS (
                INSERT INTO cron.job (schedule, command, nodename, nodeport, database, username, jobname)
