@@ -104,3 +104,69 @@ async def test_taking_and_finishing_runs_jobs_scans_no_big_table(conn: psycopg.A
     assert {t: after.get(t, 0) - before.get(t, 0) for t in BIG} == dict.fromkeys(BIG, 0)
     cur = await conn.execute("SELECT count(*) AS n FROM agentlab_sched.runs WHERE status = 'succeeded'")
     assert await cur.fetchone() == {"n": 10}
+
+
+async def _index_reads(conn: psycopg.AsyncConnection[Any], table: str) -> int:
+    """Rows this transaction fetched by index (or read by a scan) in ``table``'s partitions."""
+    cur = await conn.execute(
+        """SELECT coalesce(sum(t.idx_tup_fetch + t.seq_tup_read), 0)::bigint AS n FROM pg_stat_xact_user_tables t
+           JOIN pg_inherits i ON i.inhrelid = t.relid WHERE i.inhparent = %s::regclass""",
+        (f"agentlab_sched.{table}",),
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row["n"])
+
+
+async def test_plans_kept_from_an_empty_ledger_still_look_runs_up_by_job(conn: psycopg.AsyncConnection[Any]) -> None:
+    """A worker's session keeps the plans of taking and finishing jobs from its first calls, made while
+    the day's partitions of runs and fires were nearly empty (a new day, a new database): when 2000 runs
+    are then queued at once, taking and finishing ten still reads their rows by index, not every run of
+    the day per call (a plan kept from an empty table read 5,000 index entries per call in a storm)."""
+    await conn.execute("SELECT agentlab_sched.register_tasks(ARRAY['demo.echo'])")
+    cur = await conn.execute("SELECT worker_id FROM procrastinate_register_worker_v1()")
+    worker = await cur.fetchone()
+    assert worker is not None
+
+    async def take_and_finish(wanted: int) -> list[dict[str, Any]]:
+        cur = await conn.execute("SELECT id, run FROM agentlab_sched.fetch_jobs(NULL, %s, %s)", (worker["worker_id"], wanted))
+        taken = await cur.fetchall()
+        await conn.execute(
+            "SELECT agentlab_sched.finish_jobs(%s, %s::procrastinate_job_status[], %s, %s::uuid[], %s::jsonb[])",
+            (
+                [r["id"] for r in taken],
+                ["succeeded"] * len(taken),
+                [False] * len(taken),
+                [r["run"]["run_id"] for r in taken],
+                ['{"ok": true}'] * len(taken),
+            ),
+        )
+        return taken
+
+    for i in range(8):  # one run at a time: the session's plans are made (and kept) on a nearly empty ledger
+        at = NINE + timedelta(minutes=i)
+        await conn.execute(
+            """INSERT INTO agentlab_sched.schedules (name, cron, timezone, task, next_run_at, replan)
+               VALUES (%s, '0 9 * * *', 'Asia/Shanghai', 'demo.echo', %s, NULL)""",
+            (f"warm-{i}", at),
+        )
+        await tick.fire_due(conn, at + timedelta(seconds=1), settings=EN)
+        assert len(await take_and_finish(1)) == 1
+    storm = NINE + timedelta(minutes=10)
+    await conn.execute(
+        """INSERT INTO agentlab_sched.schedules (name, cron, timezone, task, next_run_at, replan)
+           SELECT 'agent-' || g, '0 9 * * *', 'Asia/Shanghai', 'demo.echo', %s, NULL FROM generate_series(1, 2000) g""",
+        (storm,),
+    )
+    await tick.fire_due(conn, storm + timedelta(seconds=1), settings=EN)
+    async with conn.transaction():
+        before, scans = await _index_reads(conn, "runs"), await _scans(conn)
+        taken = await take_and_finish(10)
+        runs_read = await _index_reads(conn, "runs") - before
+        scanned = {t: n - scans.get(t, 0) for t, n in (await _scans(conn)).items() if n > scans.get(t, 0)}
+    assert len(taken) == 10 and all(r["run"] for r in taken)
+    # Ten jobs' runs looked up by job and by id, each version of a row once or twice: tens, not thousands.
+    assert runs_read < 200, runs_read
+    assert scanned == {}  # and no table that grows with the schedules is read whole
+    cur = await conn.execute("SELECT count(*) AS n FROM agentlab_sched.runs WHERE status = 'succeeded'")
+    assert await cur.fetchone() == {"n": 18}

@@ -40,10 +40,13 @@ BEGIN
         'late_seconds', extract(epoch FROM clock_timestamp() - f.fire_at),
         'approval', (SELECT to_jsonb(a) - 'job_id' FROM agentlab_sched.approvals a
                      WHERE a.run_id = r.id AND a.segment = r.segment - 1)) END
+    -- Each row looked up by its key from the one before (OFFSET 0 keeps each look-up a subquery of its
+    -- own): the plan is kept for the session, and a join planned while the day's partitions were nearly
+    -- empty read every run of the day for each job once they filled.
     FROM unnest(jobs) AS j(id)
-    JOIN agentlab_sched.runs r ON r.job_id = j.id
-    LEFT JOIN agentlab_sched.fires f ON f.id = r.fire_id
-    LEFT JOIN agentlab_sched.schedules s ON s.id = r.schedule_id;
+    CROSS JOIN LATERAL (SELECT * FROM agentlab_sched.runs x WHERE x.job_id = j.id OFFSET 0) r
+    LEFT JOIN LATERAL (SELECT x.fire_at, x.kind FROM agentlab_sched.fires x WHERE x.id = r.fire_id OFFSET 0) f ON true
+    LEFT JOIN LATERAL (SELECT x.name FROM agentlab_sched.schedules x WHERE x.id = r.schedule_id OFFSET 0) s ON true;
 END
 $$;
 
