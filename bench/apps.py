@@ -35,7 +35,7 @@ def create_hits(conn: psycopg.Connection[Any]) -> None:
 
 async def hit(context: procrastinate.JobContext, k: int = 0, **inputs: Any) -> None:
     """The benchmarks' job body: one INSERT (a transaction of its own) saying when the body started."""
-    began = datetime.datetime.now(datetime.timezone.utc)
+    began = datetime.datetime.now(datetime.UTC)
     await context.app.connector.execute_query_async(HIT, job=context.job.id, k=k, began=began)  # type: ignore[arg-type]
 
 

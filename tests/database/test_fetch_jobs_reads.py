@@ -129,7 +129,9 @@ async def test_plans_kept_from_an_empty_ledger_still_look_runs_up_by_job(conn: p
     assert worker is not None
 
     async def take_and_finish(wanted: int) -> list[dict[str, Any]]:
-        cur = await conn.execute("SELECT id, run FROM agentlab_sched.fetch_jobs(NULL, %s, %s)", (worker["worker_id"], wanted))
+        cur = await conn.execute(
+            "SELECT id, run FROM agentlab_sched.fetch_jobs(NULL, %s, %s)", (worker["worker_id"], wanted)
+        )
         taken = await cur.fetchall()
         await conn.execute(
             "SELECT agentlab_sched.finish_jobs(%s, %s::procrastinate_job_status[], %s, %s::uuid[], %s::jsonb[])",
