@@ -7,7 +7,8 @@
 Loaded set-based (generate_series, as the owner with session_replication_role = replica: the rows are
 valid by construction, so neither the write triggers nor the foreign keys run per row): N schedules
 (hourly, planned), then the fires rows spread over the days of the retention, each day into its own
-partition (made as housekeeping makes them), one in ten with a run. Each ``--fires`` size adds rows to
+partition (named as housekeeping names them; loaded while it is detached and without its secondary
+indexes, which are built after, then attached), one in ten with a run. Each ``--fires`` size adds rows to
 the same database (older days first), then VACUUM ANALYZE; at each size every reader is timed several
 times (in-process: the library call the CLI makes, or the SQL statement; and the CLI command as a whole
 process, start-up included) and each SQL form's plan is read with EXPLAIN (ANALYZE, BUFFERS): the buffers
