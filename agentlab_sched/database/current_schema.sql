@@ -177,6 +177,11 @@ CREATE TABLE agentlab_sched.schedules (
 -- The tick reads only what is due (and what a worker must plan): both partial, both tiny when idle.
 CREATE INDEX schedules_due_idx ON agentlab_sched.schedules (next_run_at) WHERE enabled;
 CREATE INDEX schedules_replan_idx ON agentlab_sched.schedules (id) WHERE replan IS NOT NULL;
+-- What doctor looks at (sql/75_doctor.sql), found without reading every schedule.
+CREATE INDEX schedules_disabled_idx ON agentlab_sched.schedules (name) WHERE NOT enabled;
+CREATE INDEX schedules_failing_idx ON agentlab_sched.schedules (name) WHERE enabled AND consecutive_failures >= 3;
+CREATE INDEX schedules_webhook_idx ON agentlab_sched.schedules (name) WHERE webhook_url_enc IS NOT NULL;
+CREATE INDEX schedules_task_idx ON agentlab_sched.schedules (task) WHERE enabled;
 -- The schedules page's text filter (queries/web.sql: a part of the name or task, any case).
 -- Where the server ships pg_trgm, a trigram index finds the matches without reading every schedule; it is
 -- created here if it is not installed yet and the migrating role may (it is a trusted extension). Where it
@@ -495,6 +500,8 @@ CREATE TABLE agentlab_sched.outbox (
 CREATE TABLE agentlab_sched_history.outbox_default PARTITION OF agentlab_sched.outbox DEFAULT;
 CREATE INDEX outbox_pending_idx ON agentlab_sched.outbox (next_attempt_at) WHERE status = 'pending';
 CREATE INDEX outbox_schedule_idx ON agentlab_sched.outbox (schedule_id);
+-- The notifications given up on lately (doctor).
+CREATE INDEX outbox_failed_idx ON agentlab_sched.outbox (created_at) WHERE status = 'failed';
 
 -- Each attempt at delivering an outbox row.
 CREATE TABLE agentlab_sched.deliveries (

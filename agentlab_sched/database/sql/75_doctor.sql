@@ -63,6 +63,9 @@ CREATE OR REPLACE FUNCTION agentlab_sched.doctor_facts(stall interval DEFAULT ag
 RETURNS jsonb
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
+-- Its plan's cost estimate passes jit_above_cost at a million schedules (the recursive task scan below is
+-- costed as if it read the table many times over): compiling it took 0.6-0.7 s, longer than running it.
+SET jit = off
 AS $$
     WITH t AS (SELECT clock_timestamp() AS now)
     SELECT jsonb_build_object(
@@ -146,14 +149,18 @@ AS $$
             WHERE s.enabled AND lf.fires = 3 AND lf.refused = 3), '[]'::jsonb),
         'unregistered_tasks', coalesce((
             SELECT jsonb_agg(jsonb_build_object('task', u.task, 'schedules', u.names) ORDER BY u.task)
-            FROM (SELECT s.task, jsonb_agg(s.name ORDER BY s.name) AS names FROM agentlab_sched.schedules s
-                  -- Each distinct task looked up once, not once per schedule (OFFSET 0: the look-up is not
-                  -- pushed down into the scan).
-                  WHERE s.enabled AND s.task IN (
-                      SELECT t.task FROM (SELECT DISTINCT e.task FROM agentlab_sched.schedules e WHERE e.enabled
-                                          OFFSET 0) t
-                      WHERE NOT agentlab_sched.task_registered(t.task))
-                  GROUP BY s.task) u), '[]'::jsonb),
+            FROM (SELECT t.task, (SELECT jsonb_agg(s.name ORDER BY s.name) FROM agentlab_sched.schedules s
+                                  WHERE s.enabled AND s.task = t.task) AS names
+                  -- Each distinct task of the enabled schedules, read from schedules_task_idx one task at a
+                  -- time (a million schedules are neither read nor sorted), and looked up once.
+                  FROM (WITH RECURSIVE d AS (
+                            (SELECT e.task FROM agentlab_sched.schedules e WHERE e.enabled ORDER BY e.task LIMIT 1)
+                            UNION ALL
+                            SELECT (SELECT e.task FROM agentlab_sched.schedules e
+                                    WHERE e.enabled AND e.task > d.task ORDER BY e.task LIMIT 1)
+                            FROM d WHERE d.task IS NOT NULL)
+                        SELECT d.task FROM d WHERE d.task IS NOT NULL) t
+                  WHERE NOT agentlab_sched.task_registered(t.task)) u), '[]'::jsonb),
         -- Rows in a DEFAULT partition of a history table (NULL when the caller may not look).
         'default_partition_rows', agentlab_sched.doctor_default_partitions(),
         'suspended_runs', coalesce((
@@ -175,19 +182,27 @@ AS $$
                              ORDER BY q.id)
             FROM agentlab_sched.fire_requests q JOIN agentlab_sched.schedules s ON s.id = q.schedule_id
             WHERE q.done_at IS NULL AND q.requested_at < t.now - interval '1 minute'), '[]'::jsonb),
+        -- The pending notifications by outbox_pending_idx, the failed ones by outbox_failed_idx: the outbox
+        -- holds every notification of the retention, sent ones too.
         'outbox', (SELECT jsonb_build_object(
-                       'pending', count(*) FILTER (WHERE o.status = 'pending'),
-                       'retrying', count(*) FILTER (WHERE o.status = 'pending' AND o.attempts > 0),
-                       'oldest_seconds', extract(epoch FROM t.now - min(o.created_at) FILTER (WHERE o.status = 'pending')),
-                       'failed', count(*) FILTER (WHERE o.status = 'failed' AND o.created_at > t.now - recent))
-                   FROM agentlab_sched.outbox o WHERE o.status IN ('pending', 'failed')),
+                       'pending', p.pending,
+                       'retrying', p.retrying,
+                       'oldest_seconds', extract(epoch FROM t.now - p.oldest),
+                       'failed', (SELECT count(*) FROM agentlab_sched.outbox o
+                                  WHERE o.status = 'failed' AND o.created_at > t.now - recent))
+                   FROM (SELECT count(*) AS pending, count(*) FILTER (WHERE o.attempts > 0) AS retrying,
+                                min(o.created_at) AS oldest
+                         FROM agentlab_sched.outbox o WHERE o.status = 'pending') p),
         'failing_notifications', coalesce((
             SELECT jsonb_agg(jsonb_build_object('schedule', s.name, 'status', o.status, 'attempts', o.attempts,
                                                 'error', o.last_error, 'event', o.event) ORDER BY o.id DESC)
-            FROM (SELECT * FROM agentlab_sched.outbox o
-                  WHERE (o.status = 'pending' AND o.attempts > 0)
-                     OR (o.status = 'failed' AND o.created_at > t.now - recent)
-                  ORDER BY o.id DESC LIMIT 20) o
+            FROM (SELECT * FROM ((SELECT * FROM agentlab_sched.outbox o
+                                  WHERE o.status = 'pending' AND o.attempts > 0 ORDER BY o.id DESC LIMIT 20)
+                                 UNION ALL
+                                 (SELECT * FROM agentlab_sched.outbox o
+                                  WHERE o.status = 'failed' AND o.created_at > t.now - recent
+                                  ORDER BY o.id DESC LIMIT 20)) b
+                  ORDER BY b.id DESC LIMIT 20) o
             LEFT JOIN agentlab_sched.schedules s ON s.id = o.schedule_id), '[]'::jsonb),
         -- NULL when the caller may not read the ciphertext (the reader): doctor says it could not check.
         'webhooks', agentlab_sched.doctor_webhooks(),
