@@ -19,7 +19,6 @@ Parsers for option values that raise such errors: :func:`parse_json_object`, :fu
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import importlib
@@ -33,7 +32,6 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from zoneinfo import ZoneInfo
@@ -148,6 +146,8 @@ def state(ctx: typer.Context) -> State:
 
 def run(ctx: typer.Context, fn: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
     """Run ``await fn(conn)`` on a fresh connection to the invocation's database and return its result."""
+    import asyncio
+
     st = state(ctx)
 
     async def main() -> T:
@@ -470,6 +470,7 @@ def print_version(value: bool) -> None:
     """``--version``: this package's version and those of what it runs on, then exit 0."""
     if not value:
         return
+    from importlib import metadata
 
     def of(name: str) -> str:
         try:

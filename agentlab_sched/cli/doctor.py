@@ -25,12 +25,13 @@ def doctor_cmd(
 ) -> None:
     """Check what needs a person (schema, workers and their queues, clocks, overdue and stopped schedules,
     tasks, suspended runs, fire requests, notifications, keys); exits 1 if anything does."""
+    from agentlab_sched.database.connections import display_url
     from agentlab_sched.observe import health
 
     st = common.state(ctx)
     database = st.database()
     settings = st.settings()
-    shown = common.display_url(database.url)
+    shown = display_url(database.url)
     findings = common.run(
         ctx,
         lambda conn: health.examine(

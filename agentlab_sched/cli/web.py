@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import socket
 from typing import TYPE_CHECKING, Annotated
 
@@ -47,6 +46,8 @@ def web_cmd(
     ] = False,
 ) -> None:
     """Serve the dashboard: schedules, fires, runs, health and load, signed in as PostgreSQL roles."""
+    import asyncio
+
     from agentlab_sched.database.connections import display_url
     from agentlab_sched.web import WebConfig, serve
     from agentlab_sched.web.server import address, bind

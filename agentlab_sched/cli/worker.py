@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
@@ -85,6 +84,8 @@ def worker_cmd(
     It rides through database restarts and cut connections, and exits only when asked to (SIGTERM,
     SIGINT: status 0, within 3 s) or on an error it cannot ride through (status 1).
     """
+    import asyncio
+
     from agentlab_sched.observe import output
     from agentlab_sched.worker.process import run_worker
 
@@ -126,8 +127,11 @@ def dev_cmd(
     log_format: LogFormat = "lines",
 ) -> None:
     """The first command to run: the demo in its own database, a worker and a line per fire and run."""
+    import asyncio
+
     from psycopg import conninfo
 
+    from agentlab_sched.database.connections import display_url
     from agentlab_sched.database.migrate import migrate
     from agentlab_sched.demo import make_app
     from agentlab_sched.observe import output
@@ -136,7 +140,7 @@ def dev_cmd(
     _check_format(log_format)
     database = st.database(dev=True)
     embedded_server = not st.database_url
-    common.say(ctx, "dev.banner" if embedded_server else "dev.banner_url", database=common.display_url(database.url))
+    common.say(ctx, "dev.banner" if embedded_server else "dev.banner_url", database=display_url(database.url))
     dashboard = web.dev_dashboard(database.url, st.settings())
     common.say(ctx, "dev.connect", url=without_password(database.url), flag=" --dev" if embedded_server else "")
     migrate(database.url, locale=st.locale)
@@ -178,13 +182,16 @@ async def _seed(url: str, tasks: list[str]) -> None:
 
 
 async def _dev(demo: procrastinate.App, url: str, duration: float, settings: Any, dashboard: Any) -> None:
+    import asyncio
+
+    from agentlab_sched.web import serve
     from agentlab_sched.worker.process import run_worker
 
     stop = asyncio.Event()
     if duration:
         asyncio.get_running_loop().call_later(duration, stop.set)
     pages_stop = asyncio.Event()  # the dashboard stops with the worker
-    pages = asyncio.create_task(web.serve(dashboard[0], dashboard[1], pages_stop))
+    pages = asyncio.create_task(serve(dashboard[0], dashboard[1], pages_stop))
     try:
         await run_worker(demo, url, stop=stop, settings=settings, app_path=common.DEMO_APP)
     finally:
