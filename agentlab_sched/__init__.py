@@ -32,25 +32,49 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentlab_sched.errors import Conflict, NotFound, SchedError, ValidationError
-from agentlab_sched.firing.hooks import LaunchRefused, LaunchRequest, resolver
-from agentlab_sched.runs.approvals import AwaitApproval
-from agentlab_sched.runs.context import current_run
-from agentlab_sched.schedules.code import schedule
-from agentlab_sched.worker import blueprint as _blueprint_module
-from agentlab_sched.worker.middleware import install
 
 if TYPE_CHECKING:
     import procrastinate
+
+    from agentlab_sched.firing.hooks import LaunchRefused, LaunchRequest, resolver
+    from agentlab_sched.runs.approvals import AwaitApproval
+    from agentlab_sched.runs.context import current_run
+    from agentlab_sched.schedules.code import schedule
+    from agentlab_sched.worker.middleware import install
 
     #: What the module's ``__getattr__`` hands out (a new one at every read), for type checkers.
     blueprint: procrastinate.Blueprint
 
 
 def __getattr__(name: str) -> object:
-    # A new blueprint at every read: Procrastinate binds a blueprint's tasks to the one app that includes
-    # it, so `app.add_tasks_from(agentlab_sched.blueprint, ...)` must hand each app its own.
+    # Imported at the first read, not with the package: `agentlab-sched --version` and every module that
+    # needs only the errors or the messages then start without Procrastinate, psycopg and httpx.
     if name == "blueprint":
-        return _blueprint_module.make_blueprint()
+        # A new blueprint at every read: Procrastinate binds a blueprint's tasks to the one app that
+        # includes it, so `app.add_tasks_from(agentlab_sched.blueprint, ...)` must hand each app its own.
+        from agentlab_sched.worker import blueprint as blueprint_module
+
+        return blueprint_module.make_blueprint()
+    if name in ("LaunchRefused", "LaunchRequest", "resolver"):
+        from agentlab_sched.firing import hooks
+
+        return getattr(hooks, name)
+    if name == "AwaitApproval":
+        from agentlab_sched.runs.approvals import AwaitApproval
+
+        return AwaitApproval
+    if name == "current_run":
+        from agentlab_sched.runs.context import current_run
+
+        return current_run
+    if name == "schedule":
+        from agentlab_sched.schedules.code import schedule
+
+        return schedule
+    if name == "install":
+        from agentlab_sched.worker.middleware import install
+
+        return install
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -19,7 +19,6 @@ Parsers for option values that raise such errors: :func:`parse_json_object`, :fu
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import importlib
@@ -33,28 +32,25 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from importlib import metadata
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from zoneinfo import ZoneInfo
 
-import procrastinate
-import psycopg
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
-from agentlab_sched import database as db
 from agentlab_sched import messages
 from agentlab_sched.cli._click import exceptions as click_exceptions
-from agentlab_sched.core import durations
-from agentlab_sched.database import embedded, queries
-from agentlab_sched.database.connections import display_url
-from agentlab_sched.demo import make_app
 from agentlab_sched.errors import SchedError, UnknownTaskWarning, ValidationError
 from agentlab_sched.settings import Settings
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from agentlab_sched import database as db
 
 T = TypeVar("T")
 
@@ -96,6 +92,9 @@ class State:
         With ``dev``: the demo's own database on the embedded server (`agentlab-sched dev`), whatever
         AGENTLAB_SCHED_DATABASE_URL says; only an explicit ``--database-url`` replaces it.
         """
+        from agentlab_sched import database as db
+        from agentlab_sched.database.connections import display_url
+
         if self._database is None:
             if self.database_url:
                 database = db.Database(self.database_url, "--database-url")
@@ -117,10 +116,14 @@ class State:
 
     def data_directory(self) -> str:
         """The embedded server's data directory: --data-dir, AGENTLAB_SCHED_DATA_DIR, else the default."""
+        from agentlab_sched.database import embedded
+
         return self.data_dir or os.environ.get("AGENTLAB_SCHED_DATA_DIR") or str(embedded.default_data_dir())
 
     async def connect(self) -> psycopg.AsyncConnection[Any]:
         """A new async connection (dict rows, autocommit) whose SQL messages use the CLI's locale."""
+        from agentlab_sched import database as db
+
         return await db.connect(self.database().url, locale=self.locale)
 
 
@@ -143,6 +146,8 @@ def state(ctx: typer.Context) -> State:
 
 def run(ctx: typer.Context, fn: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
     """Run ``await fn(conn)`` on a fresh connection to the invocation's database and return its result."""
+    import asyncio
+
     st = state(ctx)
 
     async def main() -> T:
@@ -321,6 +326,8 @@ class HandledGroup(TyperGroup):
             raise _usage_exit(exc, self._args) from None
 
     def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
+        import psycopg
+
         try:
             return super().invoke(ctx)
         except click_exceptions.UsageError as exc:
@@ -413,6 +420,8 @@ def privilege_message(exc: psycopg.Error, locale: str, url: str | None) -> str:
 
 
 def _url_user(url: str | None) -> str | None:
+    import psycopg
+
     if not url:
         return None
     try:
@@ -424,6 +433,10 @@ def _url_user(url: str | None) -> str | None:
 
 def in_recovery(url: str | None) -> bool | None:
     """Whether the server of ``url`` is a standby in recovery (None: it could not be asked)."""
+    import psycopg
+
+    from agentlab_sched.database import queries
+
     if not url:
         return None
     try:
@@ -436,6 +449,10 @@ def in_recovery(url: str | None) -> bool | None:
 def _privilege_holders(url: str | None) -> dict[str, Any]:
     """The admin and worker roles' functions, the recorded roles and the current role; what cannot be read
     (no schema, no USAGE, no server) is left out."""
+    import psycopg
+
+    from agentlab_sched.database import queries
+
     if not url:
         return {}
     found: dict[str, Any] = {}
@@ -453,6 +470,7 @@ def print_version(value: bool) -> None:
     """``--version``: this package's version and those of what it runs on, then exit 0."""
     if not value:
         return
+    from importlib import metadata
 
     def of(name: str) -> str:
         try:
@@ -628,6 +646,8 @@ def read_file(path: str, field_name: str) -> str:
 def parse_duration(value: str, field_name: str) -> timedelta:
     """``90s``, ``10m``, ``1h30m``, ``2d``, ``10 minutes``, ``0`` or plain seconds (``core.durations``); a
     leading ``-`` is kept (the database refuses negative durations with its own message)."""
+    from agentlab_sched.core import durations
+
     return durations.parse(value, field_name, _term(field_name), negative=True)
 
 
@@ -648,6 +668,10 @@ def load_app(path: str, url: str) -> Any:
     The current directory is searched first (as ``python -m`` would), so ``--app myproject.app`` works from
     the project's directory. Anything that is not an app there is a ValidationError naming ``--app``.
     """
+    import procrastinate
+
+    from agentlab_sched.demo import make_app
+
     if path == DEMO_APP:
         return make_app(url)
     module, _, attr = path.strip().rpartition(".")

@@ -9,16 +9,16 @@ import subprocess
 import sys
 from typing import Annotated
 
-import psycopg
 import typer
-from psycopg import conninfo
 from rich.text import Text
 
 from agentlab_sched import messages
 from agentlab_sched.cli import common
-from agentlab_sched.database import embedded, roles
-from agentlab_sched.database.migrate import migrate
 from agentlab_sched.errors import SchedError
+
+#: ``roles create``'s default --prefix: ``agentlab_sched.database.roles.DEFAULT_PREFIX`` (a test holds them equal),
+#: written here so that building the command line does not import psycopg.
+ROLES_PREFIX = "agentlab_sched"
 
 db_app = typer.Typer(
     name="db",
@@ -32,6 +32,8 @@ Dev = Annotated[bool, typer.Option("--dev", help="The demo's own database (agent
 
 def migrate_cmd(ctx: typer.Context) -> None:
     """Create or upgrade the schema (Procrastinate's and ours); running it twice changes nothing."""
+    from agentlab_sched.database.migrate import migrate
+
     st = common.state(ctx)
     database = st.database()
     # The deployment's locale is recorded only when one was chosen (--locale or AGENTLAB_SCHED_LOCALE).
@@ -54,6 +56,9 @@ _URL = re.compile(r"^postgres(?:ql)?://", re.IGNORECASE)
 def without_password(url: str) -> str:
     """The URL to print: its password left out, in every form libpq reads (``user:secret@`` up to the
     ``@``, whatever it holds; ``?password=``; ``password = 'a b'`` in a key=value string)."""
+    import psycopg
+    from psycopg import conninfo
+
     if _URL.match(url):
         # libpq's userinfo ends at the first @ or /: a password may hold # or ? unencoded
         url = re.sub(r"^([a-z]+://[^:/@]*):[^@/]*@", r"\1@", url, flags=re.IGNORECASE)
@@ -70,6 +75,8 @@ def without_password(url: str) -> str:
 
 def _password_apart(url: str) -> tuple[str, str | None]:
     """``url`` as a conninfo without its password, and the password (None when it has none)."""
+    from psycopg import conninfo
+
     params = conninfo.conninfo_to_dict(url)
     password = params.pop("password", None)
     return conninfo.make_conninfo("", **params), (str(password) if password is not None else None)
@@ -84,6 +91,8 @@ def url_cmd(ctx: typer.Context, dev: Dev = False) -> None:
 @db_app.command("psql", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def psql_cmd(ctx: typer.Context, dev: Dev = False) -> None:
     """Open psql on the database in use; arguments after it go to psql (db psql -c "SELECT 1")."""
+    from agentlab_sched.database import embedded
+
     st = common.state(ctx)
     database = st.database(dev=dev)
     shipped = embedded.psql()
@@ -107,6 +116,8 @@ def stop_cmd(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="With --remove: do not ask.")] = False,
 ) -> None:
     """Stop the embedded PostgreSQL (and with --remove, delete its data: it asks first, unless --yes)."""
+    from agentlab_sched.database import embedded
+
     st = common.state(ctx)
     where = st.data_directory()
     with common.quiet_embedded():
@@ -156,7 +167,7 @@ def roles_create_cmd(
     ctx: typer.Context,
     prefix: Annotated[
         str, typer.Option("--prefix", help="Name the roles <prefix>_reader, <prefix>_admin, <prefix>_worker.")
-    ] = roles.DEFAULT_PREFIX,
+    ] = ROLES_PREFIX,
     reader: Annotated[str | None, typer.Option("--reader", help="The reader role's name.")] = None,
     admin: Annotated[str | None, typer.Option("--admin", help="The admin role's name.")] = None,
     worker: Annotated[str | None, typer.Option("--worker", help="The worker role's name.")] = None,
@@ -166,6 +177,10 @@ def roles_create_cmd(
 
     Run it as the owner of the schema (the role that runs migrate), with the right to create roles.
     """
+    import psycopg
+
+    from agentlab_sched.database import roles
+
     st = common.state(ctx)
     for option, value in (("prefix", prefix), ("reader", reader), ("admin", admin), ("worker", worker)):
         if value is not None and not _ROLE_NAME.fullmatch(value):  # said as a role name, before connecting

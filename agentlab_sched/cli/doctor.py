@@ -10,7 +10,6 @@ from rich.text import Text
 
 from agentlab_sched import messages
 from agentlab_sched.cli import common
-from agentlab_sched.observe import health
 
 #: How each level is marked on its line.
 MARKS = {"ok": ("✓", "green"), "info": ("·", "dim"), "warning": ("!", "yellow"), "problem": ("✗", "red")}
@@ -26,10 +25,13 @@ def doctor_cmd(
 ) -> None:
     """Check what needs a person (schema, workers and their queues, clocks, overdue and stopped schedules,
     tasks, suspended runs, fire requests, notifications, keys); exits 1 if anything does."""
+    from agentlab_sched.database.connections import display_url
+    from agentlab_sched.observe import health
+
     st = common.state(ctx)
     database = st.database()
     settings = st.settings()
-    shown = common.display_url(database.url)
+    shown = display_url(database.url)
     findings = common.run(
         ctx,
         lambda conn: health.examine(

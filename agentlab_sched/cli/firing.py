@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import getpass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 import typer
@@ -12,9 +12,10 @@ from rich.text import Text
 
 from agentlab_sched import messages
 from agentlab_sched.cli import common
-from agentlab_sched.database import queries
 from agentlab_sched.errors import NotFound
-from agentlab_sched.firing import requests
+
+if TYPE_CHECKING:
+    from agentlab_sched.firing import requests
 
 
 def _who() -> str:
@@ -65,6 +66,8 @@ def _exit_status(outcomes: list[requests.FireOutcome]) -> None:
 
 
 async def _timezone(conn: Any, name: str) -> str:
+    from agentlab_sched.database import queries
+
     row = await queries.one(conn, "schedule_timezone", {"name": name})
     if row is None:
         raise NotFound("schedule.not_found", "name", name=name)
@@ -89,6 +92,8 @@ def register(schedules_app: typer.Typer) -> None:
         Exits 3 when the fire failed to start (failed_to_start); a paused schedule is refused unless
         --even-if-paused.
         """
+        from agentlab_sched.firing import requests
+
         override = common.parse_json_object(inputs) if inputs is not None else None
         settings = common.state(ctx).settings()
 
@@ -122,6 +127,8 @@ def register(schedules_app: typer.Typer) -> None:
 
         Exits 3 when a fire failed to start (failed_to_start).
         """
+        from agentlab_sched.firing import requests
+
         settings = common.state(ctx).settings()
 
         async def go(conn: Any) -> tuple[requests.BackfillResult, str]:

@@ -13,16 +13,17 @@ import json
 import re
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import psycopg
 import typer
 
 from agentlab_sched import messages
 from agentlab_sched._plain import plain
 from agentlab_sched.cli import common
 from agentlab_sched.errors import NotFound, ValidationError
-from agentlab_sched.runs import lifecycle
+
+if TYPE_CHECKING:
+    from agentlab_sched.runs import lifecycle
 
 __all__ = ["fires_cmd", "prune_cmd", "runs_app"]
 
@@ -61,6 +62,8 @@ def _by(value: str | None) -> str:
 
 def _since(value: str | None) -> datetime | None:
     """``--since``: an ISO time (UTC unless it has an offset) or an age back from now."""
+    from agentlab_sched.runs import lifecycle
+
     if value is None:
         return None
     try:
@@ -105,6 +108,10 @@ def fires_cmd(
     as_json: JsonOption = False,
 ) -> None:
     """The ledger, newest first: every fire, launched or skipped, and why; with its run's status."""
+    import psycopg
+
+    from agentlab_sched.runs import lifecycle
+
     after = _since(since)
 
     async def fetch(conn: psycopg.AsyncConnection[Any]) -> list[lifecycle.Fire]:
@@ -151,6 +158,10 @@ def list_cmd(
     as_json: JsonOption = False,
 ) -> None:
     """Runs, newest first; a run waiting for a person says what it asks."""
+    import psycopg
+
+    from agentlab_sched.runs import lifecycle
+
     after = _since(since)
 
     async def fetch(conn: psycopg.AsyncConnection[Any]) -> list[lifecycle.Run]:
@@ -194,6 +205,9 @@ def _note(r: lifecycle.Run, locale: str) -> str:
 @runs_app.command("show")
 def show_cmd(ctx: typer.Context, run: RunId, as_json: JsonOption = False) -> None:
     """One run in full: its status, error or result, session, and every approval point."""
+    import psycopg
+
+    from agentlab_sched.runs import lifecycle
 
     async def fetch(conn: psycopg.AsyncConnection[Any]) -> tuple[lifecycle.Run, list[lifecycle.Approval]]:
         found = await lifecycle.get_run(conn, run)
@@ -271,6 +285,9 @@ def approve_cmd(
     as_json: JsonOption = False,
 ) -> None:  # fmt: skip
     """Approve the run's pending approval: it continues in its next segment with its state."""
+    import psycopg
+
+    from agentlab_sched.runs import lifecycle
 
     async def act(conn: psycopg.AsyncConnection[Any]) -> lifecycle.Run:
         return await lifecycle.approve(conn, run, _by(by), comment, segment)
@@ -285,6 +302,9 @@ def reject_cmd(
     as_json: JsonOption = False,
 ) -> None:  # fmt: skip
     """Reject the run's pending approval: the run is cancelled."""
+    import psycopg
+
+    from agentlab_sched.runs import lifecycle
 
     async def act(conn: psycopg.AsyncConnection[Any]) -> lifecycle.Run:
         return await lifecycle.reject(conn, run, _by(by), comment, segment)
@@ -312,6 +332,10 @@ def resume_cmd(
 ) -> None:  # fmt: skip
     """Re-queue a suspended run (its worker stopped): Procrastinate retries its job. With --suspended, every
     suspended run (of one schedule)."""
+    import psycopg
+
+    from agentlab_sched.runs import lifecycle
+
     if suspended:
         _settle_suspended(ctx, lifecycle.resume_suspended, run, by, as_json, "run.resumed_suspended")
         return
@@ -329,6 +353,10 @@ def abandon_cmd(
 ) -> None:  # fmt: skip
     """Give up on a suspended run: it is cancelled. With --suspended, on every suspended run (of one
     schedule)."""
+    import psycopg
+
+    from agentlab_sched.runs import lifecycle
+
     if suspended:
         _settle_suspended(ctx, lifecycle.abandon_suspended, run, by, as_json, "run.abandoned_suspended")
         return
@@ -358,6 +386,7 @@ def _settle_suspended(
     code: str,
 ) -> None:
     """Resume or abandon every suspended run (of ``schedule``); one line (or JSON) says how many."""
+    import psycopg
 
     async def act(conn: psycopg.AsyncConnection[Any]) -> int:
         try:
@@ -379,6 +408,9 @@ def _settle_suspended(
 @runs_app.command("cancel")
 def cancel_cmd(ctx: typer.Context, run: RunId, by: By = None, as_json: JsonOption = False) -> None:
     """Cancel a run that has not ended; a running one is aborted by its worker."""
+    import psycopg
+
+    from agentlab_sched.runs import lifecycle
 
     async def act(conn: psycopg.AsyncConnection[Any]) -> tuple[lifecycle.Run, str]:
         return await lifecycle.cancel(conn, run, _by(by))
@@ -402,6 +434,10 @@ def prune_cmd(
 ) -> None:
     """Remove finished history older than --older-than: fires, runs, approvals, notifications and their
     Procrastinate jobs. Never the newest fire of a schedule, never a run that has not ended."""
+    import psycopg
+
+    from agentlab_sched.runs import lifecycle
+
     age = lifecycle.parse_age(older_than, "older_than")
 
     async def act(conn: psycopg.AsyncConnection[Any]) -> lifecycle.PruneReport:

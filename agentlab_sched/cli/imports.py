@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import psycopg
 import typer
-from psycopg import conninfo
-from psycopg.rows import dict_row
 from rich.text import Text
 
 from agentlab_sched.cli import common
-from agentlab_sched.database.connections import display_url
 from agentlab_sched.errors import ValidationError
-from agentlab_sched.imports import periodic, pg_cron
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from agentlab_sched.imports import pg_cron
 
 import_app = typer.Typer(
     name="import",
@@ -69,6 +69,9 @@ def pg_cron_cmd(
     as_json: JsonOption = False,
 ) -> None:
     """Make sql schedules of pg_cron's jobs (paused unless --enable) and say what could not be translated."""
+
+    from agentlab_sched.imports import pg_cron
+
     limit = common.parse_duration(statement_timeout, "statement_timeout")
     locale = common.state(ctx).locale
     from_url = _source_url(from_url, from_env)
@@ -140,6 +143,9 @@ def _source_url(from_url: str | None, from_env: str | None) -> str | None:
 
 def _check_from(url: str) -> None:
     """--from must be a PostgreSQL URL or connection string: anything else is refused naming the option."""
+    import psycopg
+    from psycopg import conninfo
+
     try:
         conninfo.conninfo_to_dict(url)
     except (psycopg.ProgrammingError, ValueError):  # a bad % escape: not UTF-8 once decoded
@@ -155,6 +161,11 @@ def _masked(url: str) -> str:
 
 async def _connect_from(url: str) -> psycopg.AsyncConnection[Any]:
     """The connection to pg_cron's database; one that cannot be made is refused naming --from."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    from agentlab_sched.database.connections import display_url
+
     try:
         return await psycopg.AsyncConnection.connect(url, autocommit=True, row_factory=dict_row)
     except psycopg.OperationalError as exc:
@@ -211,6 +222,9 @@ def procrastinate_cmd(
     as_json: JsonOption = False,
 ) -> None:
     """Make schedules of an app's @app.periodic tasks (paused unless --enable), and say which decorators to remove."""
+
+    from agentlab_sched.imports import periodic
+
     locale = common.state(ctx).locale
     procrastinate_app = common.load_app(app_path, common.state(ctx).database().url)
 

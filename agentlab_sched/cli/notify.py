@@ -13,7 +13,6 @@ from typing import Annotated
 import typer
 
 from agentlab_sched.cli import common
-from agentlab_sched.notify import rotate_secrets, test_send
 
 notify_app = typer.Typer(
     name="notify",
@@ -25,6 +24,8 @@ notify_app = typer.Typer(
 @notify_app.command("test")
 def test_command(ctx: typer.Context, name: Annotated[str, typer.Argument(help="The schedule's name.")]) -> None:
     """Send one test message through the schedule's webhook and say exactly what it proved."""
+    from agentlab_sched.notify import test_send
+
     settings = common.state(ctx).settings()
     result = common.run(ctx, lambda conn: test_send(conn, name, settings))
     if result.ok:
@@ -37,6 +38,8 @@ def test_command(ctx: typer.Context, name: Annotated[str, typer.Argument(help="T
 @notify_app.command("rotate-secrets")
 def rotate_secrets_command(ctx: typer.Context) -> None:
     """Re-encrypt every webhook URL and secret with the newest key of AGENTLAB_SCHED_SECRET_KEY."""
+    from agentlab_sched.notify import rotate_secrets
+
     settings = common.state(ctx).settings()
     count = common.run(ctx, lambda conn: rotate_secrets(conn, settings))
     common.say(ctx, "notify.rotate.done", count=count)

@@ -7,19 +7,19 @@ import inspect
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-import psycopg
 import typer
 from rich.text import Text
 
-from agentlab_sched import messages, notify
+from agentlab_sched import messages
 from agentlab_sched.cli import common
-from agentlab_sched.core import cron as cronlib
 from agentlab_sched.core import options as option_table
-from agentlab_sched.core import planner
 from agentlab_sched.errors import Conflict, SchedError
-from agentlab_sched.schedules import admin, code
+
+if TYPE_CHECKING:
+    from agentlab_sched.core import cron as cronlib
+    from agentlab_sched.schedules import admin
 
 schedules_app = typer.Typer(
     name="schedules",
@@ -69,6 +69,9 @@ def list_cmd(
     as_json: JsonOption = False,
 ) -> None:
     """The schedules by name, a page at a time: cron, next fire, last fire and run."""
+    import psycopg
+
+    from agentlab_sched.schedules import admin
 
     async def page(conn: psycopg.AsyncConnection[Any]) -> tuple[list[admin.ScheduleStatus], admin.ScheduleCount]:
         found = await admin.list_schedules(conn, after=after, limit=limit + 1)
@@ -112,6 +115,9 @@ def list_cmd(
 @schedules_app.command("show")
 def show_cmd(ctx: typer.Context, name: Name, as_json: JsonOption = False) -> None:
     """One schedule in full: its definition, its next fire, its last fire and run."""
+    import psycopg
+
+    from agentlab_sched.schedules import admin
 
     async def fetch(conn: psycopg.AsyncConnection[Any]) -> tuple[admin.Schedule, admin.ScheduleStatus]:
         return await admin.get(conn, name), await admin.status(conn, name)
@@ -223,6 +229,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 def with_schedule_options(command: F) -> F:
     """Give ``command`` one CLI option per schedule option (``core/options.py``), before its own
     keyword-only parameters; their values reach it in ``**given``."""
+
     signature = inspect.signature(command, eval_str=True)
     params = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
     at = next((i for i, p in enumerate(params) if p.kind is inspect.Parameter.KEYWORD_ONLY), len(params))
@@ -234,6 +241,8 @@ def with_schedule_options(command: F) -> F:
 def _options(values: dict[str, Any], timezone: str) -> dict[str, Any]:
     """The schedule options given on the command line as admin arguments (durations and times parsed;
     times without an offset read in ``timezone``)."""
+    from agentlab_sched.core import cron as cronlib
+
     given = {o.name: values[o.name] for o in option_table.OPTIONS if values.get(o.name) is not None}
     result: dict[str, Any] = {}
     for name, value in given.items():
@@ -262,6 +271,10 @@ def add_cmd(
     **given: Any,
 ) -> None:
     """Add a schedule (refused if the name exists, unless --update)."""
+    import psycopg
+
+    from agentlab_sched.schedules import admin
+
     options = _options(given, timezone)
     data = common.parse_json_object(inputs) if inputs is not None else {}
 
@@ -311,6 +324,10 @@ def add_sql_cmd(
     as_json: JsonOption = False,
 ) -> None:
     """Add (or update) a schedule that runs a SQL command as a role, like pg_cron's schedule_in_database."""
+    import psycopg
+
+    from agentlab_sched.schedules import admin
+
     limit = common.parse_duration(statement_timeout, "statement_timeout")
 
     async def add(conn: psycopg.AsyncConnection[Any]) -> tuple[admin.Schedule, bool]:
@@ -347,6 +364,10 @@ def sync_cmd(
     as_json: JsonOption = False,
 ) -> None:
     """Sync the schedules the app's code declares (@agentlab_sched.schedule), as its workers do at start."""
+    import psycopg
+
+    from agentlab_sched.schedules import code
+
     locale = common.state(ctx).locale
     procrastinate_app = common.load_app(app_path, common.state(ctx).database().url)
 
@@ -380,7 +401,7 @@ def edit_cmd(
     rename: Annotated[str | None, typer.Option("--rename", help="A new name.")] = None,
     clear: Annotated[
         list[str] | None,
-        typer.Option("--clear", help=f"Unset an optional field ({', '.join(admin.CLEARABLE)}); repeatable."),
+        typer.Option("--clear", help=f"Unset an optional field ({', '.join(option_table.CLEARABLE)}); repeatable."),
     ] = None,
     expected_version: Annotated[
         int | None,
@@ -399,6 +420,11 @@ def edit_cmd(
     **given: Any,
 ) -> None:
     """Change some fields of a schedule; what is not given stays as it is."""
+    import psycopg
+
+    from agentlab_sched import notify
+    from agentlab_sched.schedules import admin
+
     changes_given = any(v is not None for v in (cron, timezone, task, inputs, rename, *given.values())) or bool(clear)
     webhook_given = any(v is not None for v in (webhook_url, webhook_format, webhook_secret, webhook_events))
     if not changes_given and not webhook_given:
@@ -456,6 +482,9 @@ def rm_cmd(
     missing_ok: Annotated[bool, typer.Option("--missing-ok", help="Succeed when there is no such schedule.")] = False,
 ) -> None:
     """Delete a schedule and its fire history (its runs stay)."""
+    import psycopg
+
+    from agentlab_sched.schedules import admin
 
     async def rm(conn: psycopg.AsyncConnection[Any]) -> bool:
         return await admin.unschedule(conn, name)
@@ -517,6 +546,10 @@ def import_cmd(
     path: Annotated[str, typer.Argument(help="A CSV file (a header of schedule()'s argument names) or JSON lines.")],
 ) -> None:
     """Create many schedules from a file, all of them or none (a refusal names the definition)."""
+    import psycopg
+
+    from agentlab_sched.schedules import admin
+
     definitions = _read_definitions(path)
 
     async def run(conn: psycopg.AsyncConnection[Any]) -> int:
@@ -532,6 +565,9 @@ def pause_cmd(
     reason: Annotated[str | None, typer.Option("--reason", help="Why, shown in schedules list/show.")] = None,
 ) -> None:
     """Stop firing a schedule until it is resumed."""
+    import psycopg
+
+    from agentlab_sched.schedules import admin
 
     async def pause(conn: psycopg.AsyncConnection[Any]) -> tuple[bool, admin.Schedule]:
         was_enabled = (await admin.get(conn, name)).enabled
@@ -544,6 +580,9 @@ def pause_cmd(
 @schedules_app.command("resume")
 def resume_cmd(ctx: typer.Context, name: Name) -> None:
     """Fire a paused schedule again, from the next due time after now (missed times are not replayed)."""
+    import psycopg
+
+    from agentlab_sched.schedules import admin
 
     async def resume(conn: psycopg.AsyncConnection[Any]) -> tuple[bool, admin.Schedule]:
         was_enabled = (await admin.get(conn, name)).enabled
@@ -559,6 +598,8 @@ def resume_cmd(ctx: typer.Context, name: Name) -> None:
 
 def _has_dst(tz: str, near: datetime) -> bool:
     """Whether the zone's offset differs between January and July of that year (it keeps DST)."""
+    from agentlab_sched.core import cron as cronlib
+
     zone = cronlib.check_timezone(tz)
     return datetime(near.year, 1, 1, tzinfo=zone).utcoffset() != datetime(near.year, 7, 1, tzinfo=zone).utcoffset()
 
@@ -586,6 +627,10 @@ def next_cmd(
     as_json: JsonOption = False,
 ) -> None:
     """The coming fire times in UTC and local time, marking DST-moved and repeated-hour fires."""
+    import psycopg
+
+    from agentlab_sched.core import planner
+    from agentlab_sched.schedules import admin
 
     async def fetch(conn: psycopg.AsyncConnection[Any]) -> tuple[admin.Schedule, list[Any]]:
         return await admin.get(conn, name), await admin.upcoming(conn, name, count, skipped=True)

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import socket
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from agentlab_sched.cli import common
-from agentlab_sched.database.connections import display_url
 from agentlab_sched.errors import ValidationError
 from agentlab_sched.settings import Settings
-from agentlab_sched.web import WebConfig, serve
-from agentlab_sched.web.server import address, bind
+
+if TYPE_CHECKING:
+    from agentlab_sched.web import WebConfig
 
 __all__ = ["dev_dashboard", "register", "web_cmd"]
 
@@ -47,6 +46,12 @@ def web_cmd(
     ] = False,
 ) -> None:
     """Serve the dashboard: schedules, fires, runs, health and load, signed in as PostgreSQL roles."""
+    import asyncio
+
+    from agentlab_sched.database.connections import display_url
+    from agentlab_sched.web import WebConfig, serve
+    from agentlab_sched.web.server import address, bind
+
     st = common.state(ctx)
     prefix = _base_path(base_path)  # refused before any database is looked at
     config = WebConfig(
@@ -63,6 +68,9 @@ def web_cmd(
 def dev_dashboard(url: str, settings: Settings) -> tuple[WebConfig, socket.socket, str]:
     """The dashboard `dev` starts beside its worker: local sign-in on 127.0.0.1:8765 (any free port when that
     one is taken); its config, its socket and its address."""
+    from agentlab_sched.web import WebConfig
+    from agentlab_sched.web.server import address, bind
+
     config = WebConfig(database_url=url, settings=settings, local=True)
     sock = bind("127.0.0.1", 8765, fallback=True)
     return config, sock, address(sock, config)

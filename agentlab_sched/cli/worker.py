@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import procrastinate
 import typer
-from psycopg import conninfo
 
-from agentlab_sched import database as db
 from agentlab_sched.cli import common, doctor, web
 from agentlab_sched.cli.database import without_password
-from agentlab_sched.database.migrate import migrate
-from agentlab_sched.demo import make_app
 from agentlab_sched.errors import ValidationError
-from agentlab_sched.firing import tick
-from agentlab_sched.observe import output
-from agentlab_sched.runs import lifecycle
-from agentlab_sched.schedules import admin
-from agentlab_sched.worker.process import run_worker
+
+if TYPE_CHECKING:
+    import procrastinate
 
 #: The demo schedules `dev` seeds: one every 10 s, one that overlaps itself (skip policy). A run that a
 #: stopped `dev` interrupted runs again when a worker is back (on_interrupt retry), rather than waiting to
@@ -92,6 +84,11 @@ def worker_cmd(
     It rides through database restarts and cut connections, and exits only when asked to (SIGTERM,
     SIGINT: status 0, within 3 s) or on an error it cannot ride through (status 1).
     """
+    import asyncio
+
+    from agentlab_sched.observe import output
+    from agentlab_sched.worker.process import run_worker
+
     st = common.state(ctx)
     _check_format(log_format)
     # A host app is loaded before the database is looked at: a wrong --app is one line, nothing else.
@@ -117,6 +114,8 @@ def worker_cmd(
 
 
 def _check_format(value: str) -> None:
+    from agentlab_sched.observe import output
+
     if value not in output.FORMATS:
         raise ValidationError("cli.log_format", "log_format", value=value, allowed=list(output.FORMATS))
 
@@ -128,11 +127,20 @@ def dev_cmd(
     log_format: LogFormat = "lines",
 ) -> None:
     """The first command to run: the demo in its own database, a worker and a line per fire and run."""
+    import asyncio
+
+    from psycopg import conninfo
+
+    from agentlab_sched.database.connections import display_url
+    from agentlab_sched.database.migrate import migrate
+    from agentlab_sched.demo import make_app
+    from agentlab_sched.observe import output
+
     st = common.state(ctx)
     _check_format(log_format)
     database = st.database(dev=True)
     embedded_server = not st.database_url
-    common.say(ctx, "dev.banner" if embedded_server else "dev.banner_url", database=common.display_url(database.url))
+    common.say(ctx, "dev.banner" if embedded_server else "dev.banner_url", database=display_url(database.url))
     dashboard = web.dev_dashboard(database.url, st.settings())
     common.say(ctx, "dev.connect", url=without_password(database.url), flag=" --dev" if embedded_server else "")
     migrate(database.url, locale=st.locale)
@@ -154,6 +162,11 @@ def dev_cmd(
 async def _seed(url: str, tasks: list[str]) -> None:
     """The demo schedules, fresh: planned from now on (a second `dev` never replays the first one's times),
     and the runs a previous `dev` left suspended when it stopped abandoned (they would block `skip`)."""
+    from agentlab_sched import database as db
+    from agentlab_sched.firing import tick
+    from agentlab_sched.runs import lifecycle
+    from agentlab_sched.schedules import admin
+
     conn = await db.connect(url)
     try:
         await tick.register_tasks(conn, tasks)
@@ -169,11 +182,16 @@ async def _seed(url: str, tasks: list[str]) -> None:
 
 
 async def _dev(demo: procrastinate.App, url: str, duration: float, settings: Any, dashboard: Any) -> None:
+    import asyncio
+
+    from agentlab_sched.web import serve
+    from agentlab_sched.worker.process import run_worker
+
     stop = asyncio.Event()
     if duration:
         asyncio.get_running_loop().call_later(duration, stop.set)
     pages_stop = asyncio.Event()  # the dashboard stops with the worker
-    pages = asyncio.create_task(web.serve(dashboard[0], dashboard[1], pages_stop))
+    pages = asyncio.create_task(serve(dashboard[0], dashboard[1], pages_stop))
     try:
         await run_worker(demo, url, stop=stop, settings=settings, app_path=common.DEMO_APP)
     finally:
