@@ -111,9 +111,12 @@ def test_no_test_module_imports_another() -> None:
 
 def test_no_import_inside_a_function_dodges_a_cycle() -> None:
     """Modules import each other at the top; a function may import an optional heavy library only, saying
-    why on the line."""
+    why on the line. Apart: the command line and the package's ``__getattr__``, which import what a command
+    or a name needs when it is used, so that ``agentlab-sched --help`` starts without Procrastinate, psycopg,
+    httpx or the web app (held by tests/cli/test_cli_start.py)."""
     found = []
-    for path in sorted((ROOT / "agentlab_sched").rglob("*.py")):
+    lazy = {ROOT / "agentlab_sched" / "__init__.py", *(ROOT / "agentlab_sched" / "cli").glob("*.py")}
+    for path in sorted(set((ROOT / "agentlab_sched").rglob("*.py")) - lazy):
         text = path.read_text(encoding="utf-8")
         lines = text.splitlines()
         for node in ast.walk(ast.parse(text)):
