@@ -71,6 +71,23 @@ async def _scans(conn: psycopg.AsyncConnection[Any]) -> dict[str, int]:
     return {r["relname"]: r["seq_scan"] for r in await cur.fetchall()}
 
 
+async def _take_and_finish(conn: psycopg.AsyncConnection[Any], worker: int, wanted: int) -> list[dict[str, Any]]:
+    """Take up to ``wanted`` jobs as ``agentlab-sched worker`` does, and finish them all as succeeded."""
+    cur = await conn.execute("SELECT id, run FROM agentlab_sched.fetch_jobs(NULL, %s, %s)", (worker, wanted))
+    taken = await cur.fetchall()
+    await conn.execute(
+        "SELECT agentlab_sched.finish_jobs(%s, %s::procrastinate_job_status[], %s, %s::uuid[], %s::jsonb[])",
+        (
+            [r["id"] for r in taken],
+            ["succeeded"] * len(taken),
+            [False] * len(taken),
+            [r["run"]["run_id"] for r in taken],
+            ['{"ok": true}'] * len(taken),
+        ),
+    )
+    return taken
+
+
 async def test_taking_and_finishing_runs_jobs_scans_no_big_table(conn: psycopg.AsyncConnection[Any]) -> None:
     """2000 runs queued by a fire: taking ten of their jobs (with their runs' context) and finishing them
     (with their results) looks rows up by index in every table that grows with the schedules."""
@@ -87,18 +104,7 @@ async def test_taking_and_finishing_runs_jobs_scans_no_big_table(conn: psycopg.A
     assert worker is not None
     async with conn.transaction():
         before = await _scans(conn)
-        cur = await conn.execute("SELECT id, run FROM agentlab_sched.fetch_jobs(NULL, %s, 10)", (worker["worker_id"],))
-        taken = await cur.fetchall()
-        await conn.execute(
-            "SELECT agentlab_sched.finish_jobs(%s, %s::procrastinate_job_status[], %s, %s::uuid[], %s::jsonb[])",
-            (
-                [r["id"] for r in taken],
-                ["succeeded"] * len(taken),
-                [False] * len(taken),
-                [r["run"]["run_id"] for r in taken],
-                ['{"ok": true}'] * len(taken),
-            ),
-        )
+        taken = await _take_and_finish(conn, worker["worker_id"], 10)
         after = await _scans(conn)
     assert len(taken) == 10 and all(r["run"] for r in taken)
     assert {t: after.get(t, 0) - before.get(t, 0) for t in BIG} == dict.fromkeys(BIG, 0)
@@ -128,23 +134,6 @@ async def test_plans_kept_from_an_empty_ledger_still_look_runs_up_by_job(conn: p
     worker = await cur.fetchone()
     assert worker is not None
 
-    async def take_and_finish(wanted: int) -> list[dict[str, Any]]:
-        cur = await conn.execute(
-            "SELECT id, run FROM agentlab_sched.fetch_jobs(NULL, %s, %s)", (worker["worker_id"], wanted)
-        )
-        taken = await cur.fetchall()
-        await conn.execute(
-            "SELECT agentlab_sched.finish_jobs(%s, %s::procrastinate_job_status[], %s, %s::uuid[], %s::jsonb[])",
-            (
-                [r["id"] for r in taken],
-                ["succeeded"] * len(taken),
-                [False] * len(taken),
-                [r["run"]["run_id"] for r in taken],
-                ['{"ok": true}'] * len(taken),
-            ),
-        )
-        return taken
-
     for i in range(8):  # one run at a time: the session's plans are made (and kept) on a nearly empty ledger
         at = NINE + timedelta(minutes=i)
         await conn.execute(
@@ -153,7 +142,7 @@ async def test_plans_kept_from_an_empty_ledger_still_look_runs_up_by_job(conn: p
             (f"warm-{i}", at),
         )
         await tick.fire_due(conn, at + timedelta(seconds=1), settings=EN)
-        assert len(await take_and_finish(1)) == 1
+        assert len(await _take_and_finish(conn, worker["worker_id"], 1)) == 1
     storm = NINE + timedelta(minutes=10)
     await conn.execute(
         """INSERT INTO agentlab_sched.schedules (name, cron, timezone, task, next_run_at, replan)
@@ -163,7 +152,7 @@ async def test_plans_kept_from_an_empty_ledger_still_look_runs_up_by_job(conn: p
     await tick.fire_due(conn, storm + timedelta(seconds=1), settings=EN)
     async with conn.transaction():
         before, scans = await _index_reads(conn, "runs"), await _scans(conn)
-        taken = await take_and_finish(10)
+        taken = await _take_and_finish(conn, worker["worker_id"], 10)
         runs_read = await _index_reads(conn, "runs") - before
         scanned = {t: n - scans.get(t, 0) for t, n in (await _scans(conn)).items() if n > scans.get(t, 0)}
     assert len(taken) == 10 and all(r["run"] for r in taken)
