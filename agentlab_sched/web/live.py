@@ -100,11 +100,12 @@ class Hub:
                 conn = await connect(self.url, purpose="web live")
                 try:
                     await queries.execute(conn, "web_listen")
-                    if connected:  # what changed while the connection was down went unheard
-                        for watcher in self.watchers:
-                            watcher({"reconnected"})
-                        if self._queues:
-                            self._broadcast({"why": ["reconnected"]})
+                    # What changed before this LISTEN went unheard: the watchers (which may have read before
+                    # the first one too) read again; the pages only after a reconnection (they load after it).
+                    for watcher in self.watchers:
+                        watcher({"reconnected"})
+                    if connected and self._queues:
+                        self._broadcast({"why": ["reconnected"]})
                     connected = True
                     self.listening.set()
                     await self._listen(conn)

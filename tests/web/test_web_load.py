@@ -121,13 +121,30 @@ async def test_a_schedule_change_announced_reaches_the_keeper_through_the_live_h
     hub.coalesce = 0.0
     load = LoadMap(db_url)
     heard = asyncio.Event()
-    hub.watchers += [load.heard, lambda why: heard.set()]
+    hub.watchers += [load.heard, lambda why: "agentlab_sched_schedules" in why and heard.set()]
     await hub.start()
     try:
         await asyncio.wait_for(hub.listening.wait(), 10)
         assert (await load.grid())["total"] == 0 and load.reads == 1
         await admin.schedule(conn, "report", "0 9 * * *", "demo.echo", {})
         await asyncio.wait_for(heard.wait(), 10)
+        assert (await load.grid())["total"] == 1 and load.reads == 2
+    finally:
+        await hub.close()
+
+
+async def test_a_change_made_before_the_hub_listens_is_read_once_it_does(db_url: str, conn: Conn) -> None:
+    # The keeper reads at the server's start, maybe before the LISTEN: a change committed in between is
+    # heard by no one, so the first LISTEN makes it read again.
+    load = LoadMap(db_url)
+    assert (await load.grid())["total"] == 0 and load.reads == 1
+    await admin.schedule(conn, "report", "0 9 * * *", "demo.echo", {})
+    assert (await load.grid())["total"] == 0  # unheard: nothing listens yet
+    hub = Hub(db_url)
+    hub.watchers.append(load.heard)
+    await hub.start()
+    try:
+        await asyncio.wait_for(hub.listening.wait(), 10)
         assert (await load.grid())["total"] == 1 and load.reads == 2
     finally:
         await hub.close()
