@@ -11,6 +11,7 @@ from cryptography.fernet import Fernet
 from typer.testing import CliRunner
 
 from agentlab_sched.cli import app
+from tests.support.outbox_rows import failed_run_notification
 from tests.support.rows import SyncConn, fetched
 
 ENV = {"AGENTLAB_SCHED_LOCALE": None, "AGENTLAB_SCHED_DATABASE_URL": None, "AGENTLAB_SCHED_SECRET_KEY": None}
@@ -180,31 +181,17 @@ def test_failed_and_waiting_fire_requests(db_url: str, sync_conn: SyncConn) -> N
     assert (code, problems(report)) == (1, {"doctor.waiting_requests"})
 
 
-def _outbox_row(conn: SyncConn, **values: Any) -> None:
-    run = fetched(
-        conn.execute(
-            f"INSERT INTO {S}.runs (task, status, started_by) VALUES ('demo.echo', 'failed', 'test') RETURNING id"
-        ).fetchone()
-    )["id"]
-    conn.execute(
-        f"""INSERT INTO {S}.outbox (run_id, event, status, attempts, last_error, created_at, run_created_at)
-            VALUES (%(run)s, 'failed', %(status)s, %(attempts)s, %(error)s, now() - %(age)s::interval,
-                    now() - %(age)s::interval)""",
-        {"run": run, **values},
-    )
-
-
 def test_failing_and_undelivered_notifications(db_url: str, sync_conn: SyncConn) -> None:
-    _outbox_row(sync_conn, status="pending", attempts=3, error="HTTP 500", age="1 minute")
+    failed_run_notification(sync_conn, "pending", 3, "1 minute", "HTTP 500")
     code, report = doctor(db_url)
     assert (code, problems(report)) == (1, {"doctor.notifications_failing"})
     assert "HTTP 500" in finding(report, "doctor.notifications_failing")["message"]
     sync_conn.execute(f"DELETE FROM {S}.outbox")
-    _outbox_row(sync_conn, status="pending", attempts=0, error=None, age="10 minutes")
+    failed_run_notification(sync_conn, "pending", 0, "10 minutes", None)
     code, report = doctor(db_url)
     assert (code, problems(report)) == (1, {"doctor.outbox_stuck"})
     sync_conn.execute(f"DELETE FROM {S}.outbox")
-    _outbox_row(sync_conn, status="failed", attempts=8, error="gave up", age="1 hour")
+    failed_run_notification(sync_conn, "failed", 8, "1 hour", "gave up")
     code, report = doctor(db_url)
     assert (code, problems(report)) == (1, {"doctor.notifications_failing"})
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.support.outbox_rows import failed_run_notification
 from tests.support.rows import SyncConn, fetched
 
 S = "agentlab_sched"
@@ -61,19 +62,6 @@ def _schedules(conn: SyncConn, count: int, *, task: str = "demo.echo", prefix: s
         )
 
 
-def _outbox(conn: SyncConn, status: str, attempts: int, age: str, error: str | None = None) -> None:
-    run = fetched(
-        conn.execute(
-            f"INSERT INTO {S}.runs (task, status, started_by) VALUES ('demo.echo', 'failed', 'test') RETURNING id"
-        ).fetchone()
-    )["id"]
-    conn.execute(
-        f"""INSERT INTO {S}.outbox (run_id, event, status, attempts, last_error, created_at, run_created_at)
-            VALUES (%s, 'failed', %s, %s, %s, now() - %s::interval, now() - %s::interval)""",
-        (run, status, attempts, error, age, age),
-    )
-
-
 def test_unregistered_tasks_each_once_with_their_enabled_schedules_by_name(sync_conn: SyncConn) -> None:
     sync_conn.execute(f"SELECT {S}.register_tasks(ARRAY['demo.echo'])")
     _schedules(sync_conn, 3, task="reports.weekly", prefix="w")
@@ -92,12 +80,12 @@ def test_unregistered_tasks_each_once_with_their_enabled_schedules_by_name(sync_
 
 def test_outbox_counts_and_the_twenty_newest_failing_notifications(sync_conn: SyncConn) -> None:
     for i in range(15):
-        _outbox(sync_conn, "pending", 2, f"{i + 1} minutes", f"HTTP 50{i % 10}")
-    _outbox(sync_conn, "pending", 0, "30 minutes")
+        failed_run_notification(sync_conn, "pending", 2, f"{i + 1} minutes", f"HTTP 50{i % 10}")
+    failed_run_notification(sync_conn, "pending", 0, "30 minutes")
     for i in range(10):
-        _outbox(sync_conn, "failed", 8, f"{i + 2} hours", f"gave up {i}")
-    _outbox(sync_conn, "failed", 8, "3 days", "too old to count")
-    _outbox(sync_conn, "sent", 1, "1 minute")
+        failed_run_notification(sync_conn, "failed", 8, f"{i + 2} hours", f"gave up {i}")
+    failed_run_notification(sync_conn, "failed", 8, "3 days", "too old to count")
+    failed_run_notification(sync_conn, "sent", 1, "1 minute")
     facts = _facts(sync_conn)
     now = str(facts["now"])
     assert {k: v for k, v in facts["outbox"].items() if k != "oldest_seconds"} == {
@@ -126,7 +114,7 @@ def test_each_check_goes_by_its_partial_index(sync_conn: SyncConn) -> None:
     sync_conn.execute(f"SELECT {S}.register_tasks(ARRAY['demo.echo'])")
     _schedules(sync_conn, 5000)
     for _ in range(3):
-        _outbox(sync_conn, "sent", 1, "1 minute")
+        failed_run_notification(sync_conn, "sent", 1, "1 minute")
     sync_conn.execute(f"SELECT {S}.schedule('off', '0 9 * * *', 'demo.echo', enabled => false)")
     sync_conn.execute("ANALYZE")
     with sync_conn.transaction():

@@ -6,8 +6,8 @@
   line, or a function of its module that does one of these);
 - ``pure``: neither: no server, no worker (it may still use Procrastinate's in-memory connector);
 - ``procrastinate``: its module uses Procrastinate's code (imports it, a worker module, the demo app or
-  an app of tests/support): what the run on the lowest Procrastinate allowed selects, with ``db`` and
-  ``worker`` (.ci/floor: ``-m "db or worker or procrastinate"``);
+  an app of tests/support): what the run on the lowest Procrastinate allowed selects, with ``worker``, and
+  ``db`` when that release's SQL differs from the installed one's (.ci/floor);
 - ``slow``: the few that take seconds of wall time by design (``SLOW``), to leave out with ``-m "not slow"``.
 
 Run a kind with ``pytest -m pure`` (seconds), ``-m "db and not worker"``, ``-m "not slow"``.

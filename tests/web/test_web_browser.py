@@ -142,6 +142,40 @@ def test_admin_pauses_a_filtered_set_and_reader_finds_no_action(
     assert "warehouse migration" in reader.content()
 
 
+def test_a_refresh_that_arrives_while_someone_types_waits_until_they_leave_the_form(
+    browser: Any, site: Site, web: Web
+) -> None:
+    web.schedule("daily-report")
+    page = sign_in(browser, site, web.admin, "agentlab-test")
+    held: list[Any] = []
+
+    def hold(route: Any) -> None:  # the page's own refresh fetches wait here until the test lets them go
+        if route.request.resource_type == "fetch":
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route(site.url + "/schedules", hold)
+    with page.expect_request(lambda r: r.resource_type == "fetch" and r.url == site.url + "/schedules"):
+        web.schedule("etl-stock")  # announced: the page fetches itself again
+    page.fill("input[name=q]", "etl")  # while the fetch is on its way
+    page.evaluate(
+        "document.addEventListener('agentlab:put-off', () => { document.body.dataset.putOff = 'yes'; }, {once: true})"
+    )
+    for route in held:
+        route.continue_()
+    page.unroute(site.url + "/schedules")
+    page.wait_for_selector("body[data-put-off=yes]", state="attached", timeout=5000)
+    assert page.input_value("#f-q") == "etl"  # what was typed is still there, in the same field
+    assert page.locator("tr[data-schedule]").count() == 1
+    page.locator("#f-q").blur()  # the focus leaves the form: the refresh put off is made
+    page.wait_for_selector("tr[data-schedule=etl-stock]")
+    page.fill("input[name=q]", "etl")
+    page.click("form.filters button[type=submit]")
+    page.wait_for_url("**q=etl**")
+    assert page.locator("tr[data-schedule]").count() == 1
+
+
 def test_health_names_its_findings_and_load_shows_the_hourly_storm(
     browser: Any, site: Site, web: Web, shots: Path
 ) -> None:

@@ -6,14 +6,29 @@
 (function () {
   var body = document.body;
 
+  // Never under someone's typing (a filter, an edit, a comment): a refresh put off while a form field has
+  // the focus, or that the person began typing during, is made when the focus leaves the form.
+  var edits = 0, putOff = false;
+  document.addEventListener("input", function () { edits++; }, true);
+  document.addEventListener("focusout", function () { if (putOff) { putOff = false; changed(); } }, true);
+  function typing() {
+    var active = document.activeElement;
+    return !!(active && active.form);
+  }
+  function putOffRefresh() {
+    putOff = true;
+    document.dispatchEvent(new Event("agentlab:put-off"));
+  }
+
   function refresh() {
     // Fetch this very page again and swap its <main>: the server renders, this only replaces.
-    var active = document.activeElement;
-    if (active && active.form) return; // never under someone's typing (a filter, an edit, a comment)
+    if (typing()) return putOffRefresh();
+    var before = edits;
     fetch(window.location.href, { credentials: "same-origin", headers: { "Accept": "text/html" } })
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (html) {
         if (!html) return;
+        if (typing() || edits !== before) return putOffRefresh(); // began typing while it was fetched
         var doc = new DOMParser().parseFromString(html, "text/html");
         var fresh = doc.getElementById("main");
         var main = document.getElementById("main");
