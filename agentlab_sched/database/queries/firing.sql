@@ -83,12 +83,21 @@ FROM agentlab_sched.fires WHERE id = ANY(%(ids)s) ORDER BY fire_at, id
 
 -- name: next_wake
 -- For the precise loop: seconds until the next due time (a schedule another worker is resolving counts
--- from the end of its lease), and whether something waits already.
-SELECT extract(epoch FROM min(CASE WHEN resolving_until > clock_timestamp() THEN greatest(next_run_at, resolving_until)
-                                   ELSE next_run_at END) - clock_timestamp()) AS wait,
+-- from the end of its lease), and whether something waits already. By the due index, never a scan (it runs
+-- after every tick): the first due time not under a lease, and the few leased schedules due before it (no
+-- schedule due later can wake it sooner).
+WITH free AS (
+    SELECT next_run_at AS at FROM agentlab_sched.schedules
+    WHERE enabled AND next_run_at IS NOT NULL AND NOT coalesce(resolving_until > clock_timestamp(), false)
+    ORDER BY next_run_at LIMIT 1
+), leased AS (
+    SELECT min(greatest(s.next_run_at, s.resolving_until)) AS at FROM agentlab_sched.schedules s
+    WHERE s.enabled AND s.next_run_at < coalesce((SELECT at FROM free), 'infinity')
+      AND s.resolving_until > clock_timestamp()
+)
+SELECT extract(epoch FROM least((SELECT at FROM free), (SELECT at FROM leased)) - clock_timestamp()) AS wait,
        EXISTS (SELECT 1 FROM agentlab_sched.schedules WHERE replan IS NOT NULL)
        OR EXISTS (SELECT 1 FROM agentlab_sched.fire_requests WHERE done_at IS NULL) AS more
-FROM agentlab_sched.schedules WHERE enabled AND next_run_at IS NOT NULL
 
 -- name: listen_schedules
 -- Be woken by a change of schedules (the NOTIFY of the schedules triggers).
