@@ -14,7 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from agentlab_sched.errors import ValidationError
-from agentlab_sched.messages import term
+from agentlab_sched.messages import SHOWN, term
 
 #: name -> the limit. Bytes are of the JSON text (UTF-8); characters are Unicode characters.
 LIMITS: dict[str, int] = {
@@ -30,6 +30,8 @@ LIMITS: dict[str, int] = {
     "interrupt_retries": 3,
     # the due times one backfill fires (more is refused)
     "backfill_times": 1000,
+    # the most names a finding lists (doctor's facts too); the rest are counted ("and 480 more")
+    "names_shown": SHOWN,
 }
 
 #: name -> seconds: the policy windows, read by SQL as intervals (``agentlab_sched.policy_interval(name)``).

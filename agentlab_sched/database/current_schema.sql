@@ -181,7 +181,7 @@ CREATE INDEX schedules_replan_idx ON agentlab_sched.schedules (id) WHERE replan 
 CREATE INDEX schedules_disabled_idx ON agentlab_sched.schedules (name) WHERE NOT enabled;
 CREATE INDEX schedules_failing_idx ON agentlab_sched.schedules (name) WHERE enabled AND consecutive_failures >= 3;
 CREATE INDEX schedules_webhook_idx ON agentlab_sched.schedules (name) WHERE webhook_url_enc IS NOT NULL;
-CREATE INDEX schedules_task_idx ON agentlab_sched.schedules (task) WHERE enabled;
+CREATE INDEX schedules_task_idx ON agentlab_sched.schedules (task, name) WHERE enabled;
 -- The schedules page's text filter (queries/web.sql: a part of the name or task, any case).
 -- Where the server ships pg_trgm, a trigram index finds the matches without reading every schedule; it is
 -- created here if it is not installed yet and the migrating role may (it is a trusted extension). Where it

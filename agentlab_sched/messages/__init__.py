@@ -93,6 +93,12 @@ def shown(values: Iterable[object], limit: int = SHOWN) -> dict[str, object]:
     return {"items": items[:limit], "more": max(0, len(items) - limit)}
 
 
+def shown_of(values: Iterable[object], total: int, limit: int = SHOWN) -> dict[str, object]:
+    """As :func:`shown`, for a list of which only the first items were read, and ``total`` there are."""
+    items = list(values)[:limit]
+    return {"items": items, "more": max(0, total - len(items))}
+
+
 def text(value: object, locale: str) -> str:
     """Render one parameter for a message: never a Python repr."""
     if value is None:

@@ -309,7 +309,9 @@ def _schedules(facts: Mapping[str, Any]) -> list[Finding]:
                 "doctor.unregistered",
                 {
                     "tasks": messages.shown(u["task"] for u in unregistered),
-                    "names": messages.shown(n for u in unregistered for n in u["schedules"]),
+                    "names": messages.shown_of(
+                        (n for u in unregistered for n in u["schedules"]), sum(int(u["count"]) for u in unregistered)
+                    ),
                 },
                 tuple(unregistered),
             )

@@ -147,7 +147,24 @@ def test_a_task_no_live_worker_registered(db_url: str, sync_conn: SyncConn) -> N
     sync_conn.execute(f"UPDATE {S}.schedules SET next_run_at = now() + interval '1 day', replan = NULL")
     code, report = doctor(db_url)
     assert (code, problems(report)) == (1, {"doctor.unregistered"})
-    assert finding(report, "doctor.unregistered")["items"] == [{"task": "reports.weekly", "schedules": ["weekly"]}]
+    assert finding(report, "doctor.unregistered")["items"] == [
+        {"task": "reports.weekly", "schedules": ["weekly"], "count": 1}
+    ]
+
+
+def test_a_task_of_many_schedules_names_the_first_and_counts_the_rest(db_url: str, sync_conn: SyncConn) -> None:
+    healthy_schedule(sync_conn)
+    live_worker(sync_conn)
+    sync_conn.execute(f"SELECT {S}.schedule('weekly-' || lpad(g::text, 2, '0'), '0 9 * * 1', 'reports.weekly')"
+                      " FROM generate_series(1, 25) g")  # fmt: skip
+    sync_conn.execute(f"UPDATE {S}.schedules SET next_run_at = now() + interval '1 day', replan = NULL")
+    code, report = doctor(db_url)
+    assert code == 1
+    shown = finding(report, "doctor.unregistered")
+    assert shown["items"] == [
+        {"task": "reports.weekly", "schedules": [f"weekly-{n:02}" for n in range(1, 21)], "count": 25}
+    ]
+    assert "weekly-01, weekly-02," in shown["message"] and "weekly-20 and 5 more" in shown["message"]
 
 
 def test_suspended_runs(db_url: str, sync_conn: SyncConn) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentlab_sched.limits import LIMITS
 from tests.support.outbox_rows import failed_run_notification
 from tests.support.rows import SyncConn, fetched
 
@@ -49,6 +50,12 @@ def _before(conn: SyncConn, statement: str, now: str) -> Any:
     return fetched(conn.execute(statement, {"now": now}).fetchone())["v"]
 
 
+def _cut(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The former unregistered tasks, each with every name, as doctor_facts() gives them now: the first
+    names a finding shows, and how many there are."""
+    return [{**t, "schedules": t["schedules"][: LIMITS["names_shown"]], "count": len(t["schedules"])} for t in tasks]
+
+
 def _schedules(conn: SyncConn, count: int, *, task: str = "demo.echo", prefix: str = "s") -> None:
     """``count`` planned schedules, inserted set-based as the owner (valid by construction)."""
     with conn.transaction():
@@ -70,12 +77,25 @@ def test_unregistered_tasks_each_once_with_their_enabled_schedules_by_name(sync_
     _schedules(sync_conn, 1, task="z.off", prefix="z")
     sync_conn.execute(f"UPDATE {S}.schedules SET enabled = false WHERE task = 'z.off' OR name = 'w000002'")
     assert _facts(sync_conn)["unregistered_tasks"] == [
-        {"task": "a.first", "schedules": ["a000001", "a000002"]},
-        {"task": "reports.weekly", "schedules": ["w000001", "w000003"]},
+        {"task": "a.first", "schedules": ["a000001", "a000002"], "count": 2},
+        {"task": "reports.weekly", "schedules": ["w000001", "w000003"], "count": 2},
     ]
-    assert _before(sync_conn, BEFORE_UNREGISTERED, "now") == _facts(sync_conn)["unregistered_tasks"]
+    assert _cut(_before(sync_conn, BEFORE_UNREGISTERED, "now")) == _facts(sync_conn)["unregistered_tasks"]
     sync_conn.execute(f"UPDATE {S}.schedules SET enabled = false")
     assert _facts(sync_conn)["unregistered_tasks"] == []
+
+
+def test_an_unregistered_task_of_many_schedules_gives_its_first_names_and_their_count(sync_conn: SyncConn) -> None:
+    shown = LIMITS["names_shown"]
+    _schedules(sync_conn, shown + 5, task="reports.weekly", prefix="w")
+    sync_conn.execute(f"ANALYZE {S}.schedules")
+    [task] = _facts(sync_conn)["unregistered_tasks"]
+    assert task == {
+        "task": "reports.weekly",
+        "schedules": [f"w{n:06}" for n in range(1, shown + 1)],
+        "count": shown + 5,
+    }
+    assert _cut(_before(sync_conn, BEFORE_UNREGISTERED, "now")) == [task]
 
 
 def test_outbox_counts_and_the_twenty_newest_failing_notifications(sync_conn: SyncConn) -> None:

@@ -9,7 +9,8 @@
 CREATE INDEX schedules_disabled_idx ON agentlab_sched.schedules (name) WHERE NOT enabled;
 CREATE INDEX schedules_failing_idx ON agentlab_sched.schedules (name) WHERE enabled AND consecutive_failures >= 3;
 CREATE INDEX schedules_webhook_idx ON agentlab_sched.schedules (name) WHERE webhook_url_enc IS NOT NULL;
--- The distinct tasks of the enabled schedules, read one task at a time (unregistered tasks).
-CREATE INDEX schedules_task_idx ON agentlab_sched.schedules (task) WHERE enabled;
+-- The distinct tasks of the enabled schedules, read one task at a time, and each one's first names
+-- (unregistered tasks).
+CREATE INDEX schedules_task_idx ON agentlab_sched.schedules (task, name) WHERE enabled;
 -- The notifications given up on lately; the pending ones have outbox_pending_idx.
 CREATE INDEX outbox_failed_idx ON agentlab_sched.outbox (created_at) WHERE status = 'failed';
