@@ -121,7 +121,12 @@ async def test_a_schedule_change_announced_reaches_the_keeper_through_the_live_h
     hub.coalesce = 0.0
     load = LoadMap(db_url)
     heard = asyncio.Event()
-    hub.watchers += [load.heard, lambda why: "agentlab_sched_schedules" in why and heard.set()]
+
+    def schedule_changed(why: set[str]) -> None:  # not the first LISTEN's "reconnected"
+        if "agentlab_sched_schedules" in why:
+            heard.set()
+
+    hub.watchers += [load.heard, schedule_changed]
     await hub.start()
     try:
         await asyncio.wait_for(hub.listening.wait(), 10)
