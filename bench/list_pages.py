@@ -3,6 +3,7 @@
     python -m bench.list_pages                                  # 1M schedules, 10M then 30M fires rows
     python -m bench.list_pages --fires 100000000                # the target size (disk: about 30 GB)
     python -m bench.list_pages --schedules 100000 --fires 1000000 --fires 3000000   # a quick look
+    python -m bench.list_pages --fires 1000000 --registered no   # doctor naming a million schedules' task
 
 Loaded set-based (generate_series, as the owner with session_replication_role = replica: the rows are
 valid by construction, so neither the write triggers nor the foreign keys run per row): N schedules
@@ -259,6 +260,14 @@ def main() -> None:
     parser.add_argument("--fires", type=int, action="append", help="ledger sizes, growing (default 10M, 30M)")
     parser.add_argument("--server", choices=common.server_kinds(), default=None)
     parser.add_argument("--save", default=None, help="write the result as JSON to this file")
+    parser.add_argument(
+        "--registered",
+        choices=["yes", "no"],
+        default="yes",
+        help="whether the schedules' task is registered when the readers run (no: doctor's worst case, a finding"
+        " about every schedule; a load longer than the known-task window leaves it unregistered either way"
+        " unless yes registers it again, which it does)",
+    )
     args = parser.parse_args()
     global PROBE, AFTER
     PROBE, AFTER = f"tenant-{max(args.schedules * 123 // 1000, 1):07d}", f"tenant-{args.schedules // 2:07d}"
@@ -274,10 +283,16 @@ def main() -> None:
                 row = conn.execute("SELECT count(*) FROM agentlab_sched.fires").fetchone()
                 disk = conn.execute("SELECT pg_database_size(current_database())").fetchone()
             have = int(row[0]) if row else want
+            with psycopg.connect(url, autocommit=True) as conn:  # as a live worker (or none) leaves it
+                if args.registered == "yes":
+                    conn.execute("SELECT agentlab_sched.register_tasks(ARRAY['demo.echo'])")
+                else:
+                    conn.execute("DELETE FROM agentlab_sched.known_tasks")
             size = {
                 "schedules": args.schedules,
                 "fires": have,
                 "load_seconds": round(loaded, 1),
+                "registered": args.registered,
                 "database_gb": round(int(disk[0]) / 2**30, 2) if disk else None,
                 "loadavg": os.getloadavg(),
                 **_measure(url),
