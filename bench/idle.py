@@ -106,11 +106,19 @@ def _load(url: str, count: int) -> None:
     common.settle(url)
 
 
-def _autovacuum_count(url: str) -> int:
-    """Autovacuum and autoanalyze runs on this database's tables so far."""
+def _autovacuum_counts(url: str) -> dict[str, int]:
+    """Autovacuum and autoanalyze runs so far on each of this database's tables that had any."""
     with psycopg.connect(url) as conn:
-        row = conn.execute("SELECT sum(autovacuum_count + autoanalyze_count) FROM pg_stat_all_tables").fetchone()
-    return int(row[0] or 0) if row else 0
+        rows = conn.execute(
+            """SELECT schemaname || '.' || relname, autovacuum_count + autoanalyze_count FROM pg_stat_all_tables
+               WHERE autovacuum_count + autoanalyze_count > 0"""
+        ).fetchall()
+    return {str(name): int(count) for name, count in rows}
+
+
+def _autovacuum_between(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """The tables autovacuum (or autoanalyze) ran on between two readings, and how many times."""
+    return {name: n - before.get(name, 0) for name, n in sorted(after.items()) if n > before.get(name, 0)}
 
 
 def _measure(srv: common.Server, url: str, mode: str, seconds: float) -> dict[str, Any]:
@@ -130,6 +138,7 @@ def _measure(srv: common.Server, url: str, mode: str, seconds: float) -> dict[st
         if common.statements_profiled():  # BENCH_STATEMENTS=1: what the server ran while measured
             with psycopg.connect(srv.admin_url, autocommit=True) as admin:
                 admin.execute("SELECT pg_stat_statements_reset()")
+        vacuumed0 = _autovacuum_counts(url)
         procs0 = _backends(srv.admin_url)
         began = time.monotonic()
         cpu0 = {pid: common.process_cpu(pid) for pid in procs0}
@@ -143,6 +152,7 @@ def _measure(srv: common.Server, url: str, mode: str, seconds: float) -> dict[st
         by_kind = _cpu_by_kind(procs0, cpu0, procs1, dbname)
         x1 = common.transactions(srv.admin_url)
         elapsed = time.monotonic() - began
+        vacuumed = _autovacuum_between(vacuumed0, _autovacuum_counts(url))
     finally:
         if worker:
             common.stop_worker(worker)
@@ -172,7 +182,9 @@ def _measure(srv: common.Server, url: str, mode: str, seconds: float) -> dict[st
         "total_cpu_s_per_min": round(worker_cpu + pg_cpu, 3),
         "postgres_cpu_s_per_min_by_kind": {k: round(v * per_minute, 3) for k, v in sorted(by_kind.items())},
         "autovacuum_waited_s": autovacuum_waited,
-        "autovacuum_runs": _autovacuum_count(url),
+        # Within the window (the stats a backend reports late may move one to the next window).
+        "autovacuum_runs": sum(vacuumed.values()),
+        "autovacuumed": vacuumed,
         # The server's transactions a minute (each of the worker's statements is one, or part of one).
         "transactions_per_min": round(common.transactions_between(x0, x1)["xacts"] * per_minute, 1),
         "statements": statements,
