@@ -90,7 +90,7 @@ def shown(values: Iterable[object], limit: int = SHOWN) -> dict[str, object]:
     """A list parameter that renders as its first ``limit`` items and how many more there are, so that a
     message about 100,000 schedules stays a line (the full list is the caller's to keep, e.g. as items)."""
     items = list(values)
-    return {"items": items[:limit], "more": max(0, len(items) - limit)}
+    return shown_of(items, len(items), limit)
 
 
 def shown_of(values: Iterable[object], total: int, limit: int = SHOWN) -> dict[str, object]:
