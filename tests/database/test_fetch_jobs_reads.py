@@ -42,6 +42,28 @@ def test_taking_ten_of_two_thousand_locked_jobs_reads_a_few_rows(sync_conn: psyc
     assert after["idx_tup_fetch"] - before["idx_tup_fetch"] < 100, (before, after)
 
 
+def test_taking_jobs_on_statistics_of_an_empty_queue_looks_each_lock_up(sync_conn: psycopg.Connection[Any]) -> None:
+    """Statistics taken while the queue was empty (the start of a storm) do not make the lock checks scan:
+    with 500 jobs doing and 1,500 waiting, each with a lock of its own, taking ten reads a few rows."""
+    sync_conn.execute("ANALYZE procrastinate_jobs")  # empty
+    sync_conn.execute(
+        """INSERT INTO procrastinate_jobs (queue_name, task_name, lock, args, status)
+           SELECT 'default', 'demo.echo', 'schedule-' || g, '{}', (CASE WHEN g <= 500 THEN 'doing' ELSE 'todo' END)::procrastinate_job_status
+           FROM generate_series(1, 2000) g"""
+    )
+    worker = sync_conn.execute("SELECT worker_id FROM procrastinate_register_worker_v1()").fetchone()
+    assert worker is not None
+    with sync_conn.transaction():
+        before = _reads(sync_conn)
+        taken = sync_conn.execute(
+            "SELECT id, lock FROM agentlab_sched.fetch_jobs(NULL, %s, 10)", (worker["worker_id"],)
+        ).fetchall()
+        after = _reads(sync_conn)
+    assert [r["lock"] for r in taken] == [f"schedule-{g}" for g in range(501, 511)]
+    assert after["seq_scan"] == before["seq_scan"], (before, after)
+    assert after["idx_tup_fetch"] - before["idx_tup_fetch"] < 100, (before, after)
+
+
 def test_a_job_behind_a_waiting_job_of_its_lock_is_passed_over(sync_conn: psycopg.Connection[Any]) -> None:
     sync_conn.execute(
         """INSERT INTO procrastinate_jobs (queue_name, task_name, lock, args, status, priority)
