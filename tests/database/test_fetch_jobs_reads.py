@@ -48,7 +48,8 @@ def test_taking_jobs_on_statistics_of_an_empty_queue_looks_each_lock_up(sync_con
     sync_conn.execute("ANALYZE procrastinate_jobs")  # empty
     sync_conn.execute(
         """INSERT INTO procrastinate_jobs (queue_name, task_name, lock, args, status)
-           SELECT 'default', 'demo.echo', 'schedule-' || g, '{}', (CASE WHEN g <= 500 THEN 'doing' ELSE 'todo' END)::procrastinate_job_status
+           SELECT 'default', 'demo.echo', 'schedule-' || g, '{}',
+                  (CASE WHEN g <= 500 THEN 'doing' ELSE 'todo' END)::procrastinate_job_status
            FROM generate_series(1, 2000) g"""
     )
     worker = sync_conn.execute("SELECT worker_id FROM procrastinate_register_worker_v1()").fetchone()
