@@ -150,6 +150,9 @@ DECLARE
     v_rids uuid[];
     v_fids bigint[];
     v_jids bigint[];
+    -- The tasks a live worker registered (task_registered()), read once for the batch, not once a fire.
+    v_known text[] := ARRAY(SELECT k.task FROM agentlab_sched.known_tasks k
+                            WHERE k.seen_at > clock_timestamp() - agentlab_sched.policy_interval('known_task_seconds'));
 BEGIN
     WITH p AS (
         SELECT e.i::integer AS i, (e.v ->> 'schedule_id')::bigint AS sid,
@@ -175,7 +178,7 @@ BEGIN
                OR (jsonb_array_length(p.fires) = 1 AND p.fires -> 0 ->> 'action' = 'launch'
                    AND s.remaining_runs IS NULL AND s.context = 'isolated'
                    AND s.overlap IN ('allow_all', 'buffer_all', 'skip')
-                   AND agentlab_sched.task_registered(s.task)
+                   AND s.task = ANY (v_known)
                    AND (s.overlap <> 'skip' OR NOT EXISTS (
                            SELECT 1 FROM agentlab_sched.runs r
                            WHERE r.schedule_id = s.id
