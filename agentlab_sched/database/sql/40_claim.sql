@@ -150,9 +150,8 @@ DECLARE
     v_rids uuid[];
     v_fids bigint[];
     v_jids bigint[];
-    -- The tasks a live worker registered (task_registered()), read once for the batch, not once a fire.
-    v_known text[] := ARRAY(SELECT k.task FROM agentlab_sched.known_tasks k
-                            WHERE k.seen_at > clock_timestamp() - agentlab_sched.policy_interval('known_task_seconds'));
+    -- Read once for the batch, not task_registered() once a fire.
+    v_known text[] := agentlab_sched.registered_tasks();
 BEGIN
     WITH p AS (
         SELECT e.i::integer AS i, (e.v ->> 'schedule_id')::bigint AS sid,

@@ -253,16 +253,24 @@ BEGIN
 END
 $$;
 
--- Whether a live worker has registered `task` within the known-task window (limits.py's
--- known_task_seconds): launch() refuses a fire of a task nobody runs, the set-based launch leaves it to
--- launch(). Saving a schedule for a task that is not registered warns; doctor lists them.
+-- The tasks a live worker has registered within the known-task window (limits.py's known_task_seconds).
+-- The set-based launch reads them once a batch; task_registered() asks for one.
+CREATE OR REPLACE FUNCTION agentlab_sched.registered_tasks() RETURNS text[]
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(array_agg(k.task), '{}') FROM agentlab_sched.known_tasks k
+    WHERE k.seen_at > clock_timestamp() - agentlab_sched.policy_interval('known_task_seconds')
+$$;
+
+-- Whether a live worker has registered `task` (registered_tasks()): launch() refuses a fire of a task
+-- nobody runs, the set-based launch leaves it to launch(). Saving a schedule for a task that is not
+-- registered warns; doctor lists them.
 CREATE OR REPLACE FUNCTION agentlab_sched.task_registered(task text) RETURNS boolean
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT EXISTS (SELECT 1 FROM agentlab_sched.known_tasks k
-                   WHERE k.task = task_registered.task
-                     AND k.seen_at > clock_timestamp() - agentlab_sched.policy_interval('known_task_seconds'))
+    SELECT task_registered.task = ANY (agentlab_sched.registered_tasks())
 $$;
 
 -- Register the tasks a live worker can run (a fire for a task nobody runs is refused, not queued).
