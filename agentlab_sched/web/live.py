@@ -35,6 +35,11 @@ COALESCE = 1.0
 KEEPALIVE = 15.0
 
 
+def _why(heard: list[psycopg.Notify]) -> set[str]:
+    """What a burst of notifications was about: the channels, and the fires and runs triggers' table."""
+    return {n.payload if n.channel == CHANNEL else n.channel for n in heard}
+
+
 class Hub:
     """The one LISTEN connection of a server process and the pages that listen to it."""
 
@@ -81,17 +86,26 @@ class Hub:
             heard = await wait_for_notifies(conn, None)
             if not heard:
                 continue
-            wait = last + self.coalesce - loop.time()
-            if wait > 0:  # within a second of the last event: one more event at the end of that second
-                await asyncio.sleep(wait)
-                heard += await wait_for_notifies(conn, 0)
+            # The watchers hear each change at once (a page loaded next must not show the state before it);
+            # only the pages' events are coalesced.
+            self._tell_watchers(heard)
+            deadline = last + self.coalesce
+            # Within a second of the last event: one more event at the end of that second, with what the
+            # watchers heard meanwhile.
+            while (wait := deadline - loop.time()) > 0:
+                later = await wait_for_notifies(conn, wait)
+                self._tell_watchers(later)
+                heard += later
             last = loop.time()
             self.heard += len(heard)
-            why = {n.payload if n.channel == CHANNEL else n.channel for n in heard}
+            if self._queues:
+                self._broadcast({"why": sorted(_why(heard))})
+
+    def _tell_watchers(self, heard: list[psycopg.Notify]) -> None:
+        if heard:
+            why = _why(heard)
             for watcher in self.watchers:
                 watcher(why)
-            if self._queues:
-                self._broadcast({"why": sorted(why)})
 
     async def _run(self) -> None:
         connected = False

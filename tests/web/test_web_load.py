@@ -153,3 +153,32 @@ async def test_a_change_made_before_the_hub_listens_is_read_once_it_does(db_url:
         assert (await load.grid())["total"] == 1 and load.reads == 2
     finally:
         await hub.close()
+
+
+async def test_the_keeper_hears_a_change_within_the_pages_coalescing_second(db_url: str, conn: Conn) -> None:
+    # The pages' events are folded into one a second; the keeper is not: a page loaded right after a second
+    # change shows it. A long window here makes a delayed watcher time out instead of passing by luck.
+    hub = Hub(db_url)
+    hub.coalesce = 60.0
+    load = LoadMap(db_url)
+    changes: list[set[str]] = []
+    heard = asyncio.Event()
+
+    def schedule_changed(why: set[str]) -> None:
+        if "agentlab_sched_schedules" in why:
+            changes.append(why)
+            heard.set()
+
+    hub.watchers += [load.heard, schedule_changed]
+    await hub.start()
+    try:
+        await asyncio.wait_for(hub.listening.wait(), 10)
+        await admin.schedule(conn, "first", "0 9 * * *", "demo.echo", {})
+        await asyncio.wait_for(heard.wait(), 10)  # the first: an event for the pages at once, then the window
+        heard.clear()
+        assert (await load.grid())["total"] == 1
+        await admin.schedule(conn, "second", "0 10 * * *", "demo.echo", {})
+        await asyncio.wait_for(heard.wait(), 10)  # within the window: heard all the same
+        assert (await load.grid())["total"] == 2 and len(changes) == 2 and hub.sent == 0
+    finally:
+        await hub.close()
