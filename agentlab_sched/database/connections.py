@@ -157,8 +157,11 @@ async def wait_for_notifies(conn: psycopg.AsyncConnection[Any], within: float | 
     fd = conn.fileno()
     loop.add_reader(fd, readable.set)
     try:
+        # asyncio.timeout, not wait_for: Python 3.11's wait_for drops a cancellation that comes as the wait ends,
+        # and a hub or worker being stopped would then wait for ever.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(readable.wait(), within)
+            async with asyncio.timeout(within):
+                await readable.wait()
     finally:
         loop.remove_reader(fd)
     if not readable.is_set():

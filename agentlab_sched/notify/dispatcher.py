@@ -480,8 +480,9 @@ class Dispatcher:
                     backoff.attempts,
                     exc_info=not is_transient(exc),
                 )
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wake.wait(), timeout=pause)
+                with contextlib.suppress(TimeoutError):  # not wait_for: it can drop a cancellation (3.11)
+                    async with asyncio.timeout(pause):
+                        await wake.wait()
             finally:
                 for send in inflight:  # left behind (the connection broke): their leases end, they are retried
                     send.cancel()

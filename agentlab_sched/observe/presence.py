@@ -143,8 +143,9 @@ class Presence:
     async def _until_due(self) -> None:
         """Wait until the next report is due: :data:`EVERY` seconds, or the worker got a new id (no polling:
         an idle worker wakes only when something is due)."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._registered.wait(), EVERY)
+        with contextlib.suppress(TimeoutError):  # not wait_for: it can drop a cancellation (3.11)
+            async with asyncio.timeout(EVERY):
+                await self._registered.wait()
         self._registered.clear()
 
     async def stop(self) -> None:

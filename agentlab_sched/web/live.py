@@ -139,8 +139,9 @@ class Hub:
         try:
             yield "retry: 2000\n\n"
             while True:
-                try:
-                    data = await asyncio.wait_for(q.get(), KEEPALIVE)
+                try:  # not wait_for: it can drop a cancellation (3.11)
+                    async with asyncio.timeout(KEEPALIVE):
+                        data = await q.get()
                 except TimeoutError:
                     yield ": keepalive\n\n"
                     continue

@@ -275,5 +275,8 @@ class LoadMap:
                 continue
             now = self.clock()
             turn = (_minute(now) + timedelta(minutes=1) - now).total_seconds()
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for drops a cancellation that comes as the
+            # event is set (a change heard at shutdown), and the server's stop would wait for ever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), turn + 0.05)
+                async with asyncio.timeout(turn + 0.05):
+                    await self._wake.wait()

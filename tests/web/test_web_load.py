@@ -182,3 +182,17 @@ async def test_the_keeper_hears_a_change_within_the_pages_coalescing_second(db_u
         assert (await load.grid())["total"] == 2 and len(changes) == 2 and hub.sent == 0
     finally:
         await hub.close()
+
+
+async def test_the_keeper_stops_when_a_change_is_heard_as_it_is_cancelled(db_url: str) -> None:
+    # The server's stop cancels the keeper; a change heard in the same moment must not swallow that cancel
+    # (the stop would then wait for ever).
+    load = LoadMap(db_url)
+    await load.grid()  # read: the keeper's first round reads nothing and goes to wait
+    keeper = asyncio.get_running_loop().create_task(load.run())
+    await asyncio.sleep(0.05)  # waiting for the minute's turn or a change
+    assert load.reads == 1 and not keeper.done()
+    load.heard({"agentlab_sched_schedules"})
+    keeper.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(keeper, 5)
