@@ -18,6 +18,7 @@ from psycopg.rows import dict_row
 
 from agentlab_sched.database import embedded, queries
 from agentlab_sched.settings import Settings
+from agentlab_sched.waiting import wait_at_most
 
 
 @dataclass(frozen=True)
@@ -157,11 +158,7 @@ async def wait_for_notifies(conn: psycopg.AsyncConnection[Any], within: float | 
     fd = conn.fileno()
     loop.add_reader(fd, readable.set)
     try:
-        # asyncio.timeout, not wait_for: Python 3.11's wait_for drops a cancellation that comes as the wait ends,
-        # and a hub or worker being stopped would then wait for ever.
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(within):
-                await readable.wait()
+        await wait_at_most(readable, within)
     finally:
         loop.remove_reader(fd)
     if not readable.is_set():

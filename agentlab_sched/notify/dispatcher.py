@@ -39,6 +39,7 @@ from agentlab_sched.notify.secrets import SecretBox, Unreadable
 from agentlab_sched.notify.sender import Sender, hide_urls
 from agentlab_sched.notify.urls import normalise
 from agentlab_sched.settings import Settings
+from agentlab_sched.waiting import wait_at_most
 
 log = logging.getLogger("agentlab_sched.notify")
 
@@ -480,9 +481,7 @@ class Dispatcher:
                     backoff.attempts,
                     exc_info=not is_transient(exc),
                 )
-                with contextlib.suppress(TimeoutError):  # not wait_for: it can drop a cancellation (3.11)
-                    async with asyncio.timeout(pause):
-                        await wake.wait()
+                await wait_at_most(wake, pause)
             finally:
                 for send in inflight:  # left behind (the connection broke): their leases end, they are retried
                     send.cancel()

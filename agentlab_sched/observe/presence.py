@@ -25,6 +25,7 @@ from typing import Any
 import procrastinate
 
 from agentlab_sched.database import queries
+from agentlab_sched.waiting import wait_at_most
 
 logger = logging.getLogger(__name__)
 
@@ -143,9 +144,7 @@ class Presence:
     async def _until_due(self) -> None:
         """Wait until the next report is due: :data:`EVERY` seconds, or the worker got a new id (no polling:
         an idle worker wakes only when something is due)."""
-        with contextlib.suppress(TimeoutError):  # not wait_for: it can drop a cancellation (3.11)
-            async with asyncio.timeout(EVERY):
-                await self._registered.wait()
+        await wait_at_most(self._registered, EVERY)
         self._registered.clear()
 
     async def stop(self) -> None:

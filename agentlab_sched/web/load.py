@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from agentlab_sched.core import cron as cronlib
 from agentlab_sched.core import planner
 from agentlab_sched.database import connect, queries
 from agentlab_sched.errors import SchedError
+from agentlab_sched.waiting import wait_at_most
 
 __all__ = ["DAY", "Group", "LoadMap", "Parsed", "counts", "evaluate", "groups_of", "heat_map"]
 
@@ -275,8 +275,4 @@ class LoadMap:
                 continue
             now = self.clock()
             turn = (_minute(now) + timedelta(minutes=1) - now).total_seconds()
-            # asyncio.timeout, not wait_for: Python 3.11's wait_for drops a cancellation that comes as the
-            # event is set (a change heard at shutdown), and the server's stop would wait for ever.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(turn + 0.05):
-                    await self._wake.wait()
+            await wait_at_most(self._wake, turn + 0.05)

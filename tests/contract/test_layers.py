@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "agentlab_sched"
 LAYERS: list[set[str]] = [
     {"messages"},
     {"errors"},
-    {"limits", "settings", "_plain"},
+    {"limits", "settings", "_plain", "waiting"},
     {"core"},
     {"database"},
     {"notify"},
