@@ -22,8 +22,10 @@ __all__ = ["BACKOFF_CAP", "Backoff", "GiveUp", "bounded", "describe", "idle_wait
 
 T = TypeVar("T")
 
-#: The longest wait between two attempts (seconds): a database back up is used again within this.
-BACKOFF_CAP = 2.0
+#: The longest wait between two attempts (seconds): a database back up is used again within this. One
+#: connection attempt a second per loop costs a server nothing; a longer pause would hold up the first
+#: fire after an outage (the tick that finds its job waits for the job listener's next attempt too).
+BACKOFF_CAP = 1.0
 #: The first wait.
 BACKOFF_FIRST = 0.1
 

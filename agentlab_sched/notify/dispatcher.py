@@ -47,9 +47,10 @@ log = logging.getLogger("agentlab_sched.notify")
 CHANNEL = "agentlab_sched_outbox"
 #: Attempts of a retryable failure before the row is given up (``failed``).
 MAX_ATTEMPTS = 8
-#: Backoff after the n-th failed attempt: BACKOFF_BASE * 2 ** (n - 1) seconds, at most BACKOFF_CAP.
-BACKOFF_BASE = 10.0
-BACKOFF_CAP = 1800.0
+#: Backoff after the n-th failed delivery: DELIVERY_BACKOFF_BASE * 2 ** (n - 1) seconds, at most
+#: DELIVERY_BACKOFF_CAP (the receiver's pause, not a reconnection's: that is database.reconnect's).
+DELIVERY_BACKOFF_BASE = 10.0
+DELIVERY_BACKOFF_CAP = 1800.0
 #: How long a dispatcher's statement waits for a lock (seconds): a locked table holds up delivery, never
 #: the worker's stop.
 LOCK_TIMEOUT = 2.0
@@ -64,7 +65,7 @@ KEY_WAIT = timedelta(minutes=5)
 
 def backoff(attempt: int) -> float:
     """Seconds to wait after the ``attempt``-th failed attempt (1-based): capped exponential."""
-    return min(BACKOFF_CAP, BACKOFF_BASE * 2 ** max(0, attempt - 1))
+    return min(DELIVERY_BACKOFF_CAP, DELIVERY_BACKOFF_BASE * 2 ** max(0, attempt - 1))
 
 
 def log_safe(text: str | None, limit: int = 500) -> str:
