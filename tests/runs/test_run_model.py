@@ -213,7 +213,9 @@ class RunModel(RuleBasedStateMachine):
         if self._snapshot is None or self._snapshot[0] != self.generation:
             params = {"terminal": TERMINAL, "checked": self.fires_checked}
             cur = self.loop.run_until_complete(self.reader.execute(SNAPSHOT, params, prepare=True))
-            self._snapshot = (self.generation, self.loop.run_until_complete(cur.fetchone()))
+            row = self.loop.run_until_complete(cur.fetchone())
+            assert row is not None  # a SELECT without FROM: always one row
+            self._snapshot = (self.generation, row)
         return self._snapshot[1]
 
     def state(self, name: str) -> bool:
