@@ -57,7 +57,7 @@ def test_the_floor_run_installs_the_lowest_procrastinate_pyproject_allows() -> N
     """.ci/floor reads the floor from pyproject.toml, so raising it there is all it takes."""
     floor = (ROOT / ".ci" / "floor").read_text(encoding="utf-8")
     assert '"procrastinate==${floor}"' in floor
-    assert ".venv-floor/bin/pytest -q" in floor
+    assert ".venv-floor/bin/python -m pytest -q" in floor
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
     assert [d for d in deps if d.startswith("procrastinate")] == ["procrastinate>=3.9,<4"]
 
