@@ -13,9 +13,19 @@ from pathlib import Path
 
 #: Linux's shared-memory tmpfs, present on every mainstream distribution; elsewhere the system's temp dir.
 MEMORY = Path("/dev/shm")
+#: The room it must have free (bytes): a session's server with its template and a few test databases
+#: takes a few hundred megabytes. A container's default /dev/shm (64 MB) has not: then the disk.
+MEMORY_NEEDED = 2 * 1024**3
+
+
+def _memory_has_room() -> bool:
+    try:
+        stat = os.statvfs(MEMORY)
+    except OSError:
+        return False
+    return os.access(MEMORY, os.W_OK | os.X_OK) and stat.f_bavail * stat.f_frsize >= MEMORY_NEEDED
 
 
 def server_dir(prefix: str) -> Path:
-    """A new private directory for a test server's data, in memory when possible."""
-    where = MEMORY if MEMORY.is_dir() and os.access(MEMORY, os.W_OK | os.X_OK) else None
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=where))
+    """A new private directory for a test server's data, in memory when there is room."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=MEMORY if _memory_has_room() else None))
