@@ -21,8 +21,9 @@ from agentlab_sched.database.migrate import migrate
 from tests.support.scratch import server_dir
 from tests.support.security_helpers import Roles
 
-#: Markers by what each test needs (pure, db, worker, slow): see tests/support/markers.py.
-pytest_plugins = ["tests.support.markers"]
+#: Markers by what each test needs (pure, db, worker, slow): see tests/support/markers.py; the CLI's
+#: command tree built once for every CliRunner: tests/support/typer_once.py.
+pytest_plugins = ["tests.support.markers", "tests.support.typer_once"]
 
 TEMPLATE = f"agentlab_tpl_{os.getpid()}"
 _counter = itertools.count()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bisect
 import calendar
+import functools
 import importlib.metadata
 import itertools
 import random
@@ -1003,14 +1004,20 @@ def day_expressions(draw: st.DrawFn) -> str:
     return f"{minute} {hour} {dom} {draw(st.sampled_from(MONTHS))} {dow}"
 
 
+@functools.cache
+def _month_days(year: int, month: int) -> tuple[int, list[int]]:
+    """The month's last day and its weekdays (Monday to Friday), asked for every day of every example."""
+    end = calendar.monthrange(year, month)[1]
+    return end, [x for x in range(1, end + 1) if date(year, month, x).weekday() < 5]
+
+
 def _days_by_definition(dom: str, month: str, dow: str, first: date, last: date) -> list[date]:
     """The days ``dom month dow`` names, by the definitions in docs/cron.md (no cron library)."""
     months = set(range(1, 13)) if month in ("*", "?") else {m for m in range(1, 13) if _month_matches(month, m)}
     and_mode = dom in ("*", "?") or dow in ("*", "?")
 
     def dom_ok(d: date) -> bool:
-        end = calendar.monthrange(d.year, d.month)[1]
-        weekdays = [x for x in range(1, end + 1) if date(d.year, d.month, x).weekday() < 5]
+        end, weekdays = _month_days(d.year, d.month)
         for item in dom.upper().replace("$", "L").split(","):
             if item in ("*", "?") or (item.isdigit() and int(item) == d.day):
                 return True

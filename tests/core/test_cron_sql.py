@@ -193,6 +193,12 @@ def _day_item(idx: int) -> st.SearchStrategy[str]:
     )
 
 
+#: Built once: a strategy made inside a draw is built and validated again at every example (most of the
+#: time of the tests that use these).
+DAY_ITEMS = [st.lists(_day_item(i), min_size=1, max_size=3) for i in range(5)]
+VALID_ITEMS = [st.lists(_valid_item(i), min_size=1, max_size=3) for i in range(5)]
+
+
 @st.composite
 def day_expressions(draw: st.DrawFn) -> str:
     """Five fields, spaces between, with the day forms (valid, misplaced, combined, misspelt) anywhere."""
@@ -200,7 +206,7 @@ def day_expressions(draw: st.DrawFn) -> str:
     for idx in range(5):
         kind = draw(st.integers(0, 9))
         if kind < 6 or idx in (2, 4):
-            field = draw(st.lists(_day_item(idx) if kind < 8 else _valid_item(idx), min_size=1, max_size=3))
+            field = draw(DAY_ITEMS[idx] if kind < 8 else VALID_ITEMS[idx])
             fields.append(",".join(field))
         else:
             fields.append(draw(VALID_FIELDS[idx]))
