@@ -33,6 +33,7 @@ DOTTED = re.compile(r"(?<![\w.])agentlab_sched(?:\.[A-Za-z_]\w*)+")
 MODULE_ATTR = re.compile(r"(?<![\w.])([a-z_][a-z0-9_]*)\.([A-Za-z_]\w*)\b(?!\.\w)")
 
 
+@cache
 def _modules() -> dict[str, list[str]]:
     """Last name -> dotted names of the package's modules with it (``tick`` -> ``agentlab_sched.firing.tick``)."""
     found: dict[str, list[str]] = {}
