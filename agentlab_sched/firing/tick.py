@@ -34,6 +34,10 @@ logger = logging.getLogger(__name__)
 
 #: Schedules claimed by the first batch of a tick (later ones claim Settings.batch_size).
 FIRST_BATCH = 100
+#: The first batch when more than FIRST_BATCH are due (a storm): its jobs are committed, and can start,
+#: after a few fires are recorded. Not when fewer are due: those are recorded in one transaction, as a
+#: second one would make the last of them later.
+STORM_FIRST_BATCH = 10
 #: Seconds a schedule's lease outlasts the resolver timeout (its resolvers run outside any transaction; if
 #: the worker stops meanwhile, another one fires the schedule once the lease ends).
 LEASE_MARGIN = 5.0
@@ -88,9 +92,12 @@ async def _fire_due(conn: psycopg.AsyncConnection[Any], now: datetime | None, se
     isolate = False
     while True:
         # The first batch is small: the first jobs of a storm are committed (and can start) at once.
-        size = settings.batch_size if report.batches else min(settings.batch_size, FIRST_BATCH)
+        first = not report.batches
+        size = min(settings.batch_size, FIRST_BATCH) if first else settings.batch_size
         try:
-            claimed = await _one_batch(conn, now, window, settings, report, seen, size, isolate=isolate)
+            claimed, size = await _one_batch(
+                conn, now, window, settings, report, seen, size, isolate=isolate, probe=first and not isolate
+            )
         except psycopg.Error as exc:
             if conn.broken or conn.closed:
                 raise  # the connection failed, not a schedule: the caller connects again and retries
@@ -122,8 +129,12 @@ async def _one_batch(
     size: int,
     *,
     isolate: bool,
-) -> int:
-    """Claim, plan and apply one batch; returns how many rows the claim returned.
+    probe: bool = False,
+) -> tuple[int, int]:
+    """Claim, plan and apply one batch; returns how many rows the claim returned, and how many it asked for.
+
+    With ``probe`` (the first batch of a tick), when more than ``size`` schedules are due it claims only
+    STORM_FIRST_BATCH.
 
     Plans whose launches a resolver must check are not applied under the claim's row locks: they are
     leased (``resolving_until``: other workers skip them meanwhile), the claim commits with the other
@@ -131,17 +142,21 @@ async def _one_batch(
     the conditional advance. A slow resolver delays only its own schedule.
     """
     async with conn.transaction():
+        if probe and size > STORM_FIRST_BATCH:
+            report.round_trips += 1
+            if await queries.value(conn, "due_beyond", {"now": now, "size": size}):
+                size = STORM_FIRST_BATCH
         rows = await queries.rows(conn, "claim_due", {"now": now, "batch": size})
         # BEGIN, claim, apply, COMMIT: psycopg sends BEGIN as a query of its own (a libpq trace shows it).
         report.round_trips += 4
         if not rows:
             report.round_trips -= 1
-            return 0
+            return 0, size
         # A schedule claimed twice in one tick means its plan did not move it (it cannot happen unless
         # the database disagrees with the planner): stop rather than loop.
         fresh = [r for r in rows if r["id"] not in seen]
         if not fresh:
-            return 0
+            return 0, size
         plans = [_plan_one(row, now, window, settings.locale) for row in fresh]
         ready = [p for row, p in zip(fresh, plans, strict=True) if not _needs_resolver(row, p)]
         held = [(row, p) for row, p in zip(fresh, plans, strict=True) if _needs_resolver(row, p)]
@@ -156,7 +171,7 @@ async def _one_batch(
     _tally(report, outcomes, rows_by_id, {p["schedule_id"]: p for p in ready}, now, settings.locale)
     if held:
         await _apply_resolved(conn, held, now, settings, report)
-    return len(rows)
+    return len(rows), size
 
 
 async def _apply(

@@ -16,6 +16,7 @@ from typing import Any
 
 import procrastinate
 import psycopg
+import pytest
 from cryptography.fernet import Fernet
 
 from agentlab_sched import current_run
@@ -179,26 +180,33 @@ async def test_a_job_the_batch_cannot_finish_fails_alone(db_url: str, conn: Conn
     assert errors == []
 
 
-async def test_a_tick_of_the_precise_loop_commits_batch_by_batch(db_url: str, conn: Conn, monkeypatch: Any) -> None:
-    """The first batch is small and committed on its own: the first jobs of a storm can start while the
-    rest is still being recorded (a pool connection is not in autocommit: the whole tick would be one
-    transaction, nothing visible before its end)."""
+@pytest.mark.parametrize(
+    ("due", "batches"), [(150, [(10, 10), (140, 150)]), (100, [(100, 100), (0, 100)]), (60, [(60, 60)])]
+)
+async def test_a_tick_of_the_precise_loop_commits_batch_by_batch(
+    db_url: str, conn: Conn, monkeypatch: Any, due: int, batches: list[tuple[int, int]]
+) -> None:
+    """Each batch is committed on its own, and when more are due than the first batch takes (a storm) the
+    first one is small: the first jobs of a storm can start while the rest is still being recorded; fewer
+    are recorded in one transaction. (A pool connection is not in autocommit: the whole tick would be one
+    transaction, nothing visible before its end.)"""
+    assert (tick.FIRST_BATCH, tick.STORM_FIRST_BATCH) == (100, 10)
     now = await _value(conn, "SELECT date_trunc('minute', clock_timestamp())")
-    for i in range(tick.FIRST_BATCH + 50):
+    for i in range(due):
         await make_schedule(conn, f"s-{i}", cron="* * * * *", timezone="UTC", next_run_at=now, overlap="allow_all")
     seen: list[tuple[int, int]] = []  # (schedules claimed by the batch, jobs visible to another session)
     one_batch = tick._one_batch
 
-    async def observed(*args: Any, **kwargs: Any) -> int:
-        claimed = await one_batch(*args, **kwargs)
+    async def observed(*args: Any, **kwargs: Any) -> tuple[int, int]:
+        claimed, asked = await one_batch(*args, **kwargs)
         seen.append((claimed, await _value(conn, "SELECT count(*) FROM procrastinate_jobs WHERE status = 'todo'")))
-        return claimed
+        return claimed, asked
 
     monkeypatch.setattr(tick, "_one_batch", observed)
     app = make_app(db_url)
     async with app.open_async():
         await blueprint.run_tick(app, Settings(locale="en", batch_size=1000))
-    assert seen[:2] == [(tick.FIRST_BATCH, tick.FIRST_BATCH), (50, tick.FIRST_BATCH + 50)]
+    assert seen == batches
 
 
 async def test_wait_for_notifies_returns_what_arrived_or_nothing_after_the_wait(db_url: str, conn: Conn) -> None:

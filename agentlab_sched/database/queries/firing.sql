@@ -9,6 +9,15 @@ SELECT clock_timestamp() AS now
 -- The schedules due at %(now)s and those to re-plan, at most %(batch)s, locked (SKIP LOCKED) for this tick.
 SELECT * FROM agentlab_sched.claim_due(%(now)s, %(batch)s)
 
+-- name: due_beyond
+-- More than %(size)s schedules are due at %(now)s (a storm: the tick's first batch is then small). By the
+-- due index, reading at most %(size)s + 1 entries.
+SELECT count(*) > %(size)s AS storm FROM (
+    SELECT 1 FROM agentlab_sched.schedules s
+    WHERE s.enabled AND s.next_run_at <= %(now)s AND s.replan IS NULL
+    LIMIT %(size)s + 1
+) AS due
+
 -- name: apply_plans
 -- Write the plans of one batch (ledger rows, runs, jobs, next_run_at); the outcome of each schedule.
 SELECT agentlab_sched.apply_plans(%(plans)s::jsonb, %(now)s, %(isolate)s) AS outcomes
