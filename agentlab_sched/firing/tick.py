@@ -134,7 +134,7 @@ async def _one_batch(
     """Claim, plan and apply one batch; returns how many rows the claim returned, and how many it asked for.
 
     With ``probe`` (the first batch of a tick), when more than ``size`` schedules are due it claims only
-    STORM_FIRST_BATCH.
+    STORM_FIRST_BATCH (one statement: ``claim_due_first``).
 
     Plans whose launches a resolver must check are not applied under the claim's row locks: they are
     leased (``resolving_until``: other workers skip them meanwhile), the claim commits with the other
@@ -143,10 +143,12 @@ async def _one_batch(
     """
     async with conn.transaction():
         if probe and size > STORM_FIRST_BATCH:
-            report.round_trips += 1
-            if await queries.value(conn, "due_beyond", {"now": now, "size": size}):
+            params = {"now": now, "batch": size, "storm_batch": STORM_FIRST_BATCH}
+            rows = await queries.rows(conn, "claim_due_first", params)
+            if rows and rows[0]["storm"]:
                 size = STORM_FIRST_BATCH
-        rows = await queries.rows(conn, "claim_due", {"now": now, "batch": size})
+        else:
+            rows = await queries.rows(conn, "claim_due", {"now": now, "batch": size})
         # BEGIN, claim, apply, COMMIT: psycopg sends BEGIN as a query of its own (a libpq trace shows it).
         report.round_trips += 4
         if not rows:

@@ -9,14 +9,16 @@ SELECT clock_timestamp() AS now
 -- The schedules due at %(now)s and those to re-plan, at most %(batch)s, locked (SKIP LOCKED) for this tick.
 SELECT * FROM agentlab_sched.claim_due(%(now)s, %(batch)s)
 
--- name: due_beyond
--- More than %(size)s schedules are due at %(now)s (a storm: the tick's first batch is then small). By the
--- due index, reading at most %(size)s + 1 entries.
-SELECT count(*) > %(size)s AS storm FROM (
-    SELECT 1 FROM agentlab_sched.schedules s
-    WHERE s.enabled AND s.next_run_at <= %(now)s AND s.replan IS NULL
-    LIMIT %(size)s + 1
-) AS due
+-- name: claim_due_first
+-- The first batch of a tick: as claim_due, at most %(batch)s, but only %(storm_batch)s when more than
+-- %(batch)s are due (a storm: its first jobs are committed after a few fires), with `storm` saying which.
+-- The count reads at most %(batch)s + 1 entries of the due index.
+SELECT c.*, d.storm
+FROM (SELECT count(*) > %(batch)s AS storm
+      FROM (SELECT 1 FROM agentlab_sched.schedules s
+            WHERE s.enabled AND s.next_run_at <= %(now)s AND s.replan IS NULL
+            LIMIT %(batch)s + 1) AS due) AS d,
+     LATERAL agentlab_sched.claim_due(%(now)s, CASE WHEN d.storm THEN %(storm_batch)s ELSE %(batch)s END) AS c
 
 -- name: apply_plans
 -- Write the plans of one batch (ledger rows, runs, jobs, next_run_at); the outcome of each schedule.
