@@ -15,6 +15,7 @@ import string
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta
+from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -490,36 +491,58 @@ TRANSITIONS += [("America/Santiago", "2026-04-05"), ("America/Santiago", "2026-0
 POLICIES: list[tuple[cron.DstGap, cron.DstRepeat]] = [("shift", "first"), ("skip", "last"), ("shift", "both")]
 
 
-def expected_fires(expr: str, tz: str, day: str, gap: str, repeat: str) -> list[datetime]:
-    """Fires from the local midnight before ``day`` to the one after, by the rule in docs/cron.md."""
+class ThreeDays(NamedTuple):
+    """The oracle's view of the local midnight before a transition's day to the one after."""
+
+    begin: datetime
+    end: datetime
+    #: Every real minute, and each one's wall-clock reading.
+    minutes: list[datetime]
+    walls: list[datetime]
+    #: The clock's highest reading so far at each minute.
+    highest: list[datetime]
+    #: Each wall-clock reading, and the real minutes that showed it (none in a gap, two in a repeat).
+    occurrences: dict[datetime, list[datetime]]
+    #: Every wall-clock minute of the three days, in order.
+    wall_minutes: list[datetime]
+
+
+@functools.cache
+def _three_days(tz: str, day: str) -> ThreeDays:
+    """The same for every expression, so worked out once for each transition."""
     zone = ZoneInfo(tz)
-    due, fixed_hour = MATCHERS[expr]
-    sub_hourly = any(sum(due(h, m) for m in range(60)) > 1 for h in range(24))
     begin = local(f"{day} 00:00", tz) - timedelta(days=1)
     end = local(f"{day} 00:00", tz) + timedelta(days=2)
     real_minutes = (end.astimezone(UTC) - begin.astimezone(UTC)) // timedelta(minutes=1)
     minutes = [begin.astimezone(UTC) + timedelta(minutes=i) for i in range(real_minutes)]
-    if not fixed_hour:  # real time: every instant whose local time matches
-        return [t for t in minutes if due(t.astimezone(zone).hour, t.astimezone(zone).minute)]
     walls = [t.astimezone(zone).replace(tzinfo=None) for t in minutes]
     occurrences: dict[datetime, list[datetime]] = {}
     for t, wall in zip(minutes, walls, strict=True):
         occurrences.setdefault(wall, []).append(t)
-    highest = list(itertools.accumulate(walls, max))  # the clock's highest reading so far
-    fires: set[datetime] = set()
     first_day = begin.replace(tzinfo=None)
-    for i in range(3 * 24 * 60):  # every wall-clock minute of the three days
-        wall = first_day + timedelta(minutes=i)
+    wall_minutes = [first_day + timedelta(minutes=i) for i in range(3 * 24 * 60)]
+    return ThreeDays(begin, end, minutes, walls, list(itertools.accumulate(walls, max)), occurrences, wall_minutes)
+
+
+def expected_fires(expr: str, tz: str, day: str, gap: str, repeat: str) -> list[datetime]:
+    """Fires from the local midnight before ``day`` to the one after, by the rule in docs/cron.md."""
+    due, fixed_hour = MATCHERS[expr]
+    sub_hourly = any(sum(due(h, m) for m in range(60)) > 1 for h in range(24))
+    days = _three_days(tz, day)
+    if not fixed_hour:  # real time: every instant whose local time matches
+        return [t for t, wall in zip(days.minutes, days.walls, strict=True) if due(wall.hour, wall.minute)]
+    fires: set[datetime] = set()
+    for wall in days.wall_minutes:
         if not due(wall.hour, wall.minute):
             continue
-        seen = occurrences.get(wall)
+        seen = days.occurrences.get(wall)
         if seen and (len(seen) == 1 or sub_hourly or repeat == "both"):
             fires.update(seen)
         elif seen:
             fires.add(seen[0] if repeat == "first" else seen[-1])
         elif gap == "shift":  # in a gap: the first instant after the jump
-            fires.add(minutes[bisect.bisect_right(highest, wall)])
-    return sorted(f for f in fires if begin <= f < end)
+            fires.add(days.minutes[bisect.bisect_right(days.highest, wall)])
+    return sorted(f for f in fires if days.begin <= f < days.end)
 
 
 #: The policies change fixed-hour schedules only: real-time ones are checked under the default.
