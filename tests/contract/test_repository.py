@@ -13,6 +13,10 @@ import tomllib
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
+from tests.support.markers import COLLECTED
+
 ROOT = Path(__file__).resolve().parents[2]
 #: A design document, its section signs, an issue number, the shared folder outside the repository.
 OUTSIDE = re.compile(r"\bDESIGN\b|§|\b[Ii]ssues? #?\d+|\.\./shared\b|/work/shared\b")
@@ -75,8 +79,13 @@ sys.exit(code)
 """
 
 
-def _collected_marks() -> dict[str, list[str]]:
-    """The suite's tests and their marks, from one collection (two -m collections cost twice)."""
+def _collected_marks(config: pytest.Config) -> dict[str, list[str]]:
+    """The suite's tests and their marks: this session's collection when it was the whole suite (a
+    pytest process of pytest-xdist collects all of it), else one collection of its own."""
+    every = {path.relative_to(ROOT).as_posix() for path in (ROOT / "tests").rglob("test_*.py")}
+    this = config.stash.get(COLLECTED, {})
+    if {nodeid.split("::")[0] for nodeid in this} == every:
+        return this
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "marks.json"
         subprocess.run([sys.executable, "-c", COLLECT_MARKS, str(out)], cwd=ROOT, capture_output=True, check=True)
@@ -84,7 +93,7 @@ def _collected_marks() -> dict[str, list[str]]:
     return found
 
 
-def test_the_floor_run_leaves_out_only_tests_that_never_reach_procrastinate() -> None:
+def test_the_floor_run_leaves_out_only_tests_that_never_reach_procrastinate(pytestconfig: pytest.Config) -> None:
     """.ci/floor selects by marker (tests/support/markers.py), with or without the database-only tests (as
     the floor's SQL is or is not the installed release's), and leaves out tests/cluster: under either
     selection, a file none of whose tests it selects must neither import Procrastinate nor start a worker,
@@ -94,7 +103,7 @@ def test_the_floor_run_leaves_out_only_tests_that_never_reach_procrastinate() ->
     expressions = re.findall(r'marks="([^"]+)"', floor)
     assert expressions == ["worker or procrastinate", "db or worker or procrastinate"]
 
-    marked = _collected_marks()
+    marked = _collected_marks(pytestconfig)
 
     def files(marks: str) -> set[str]:
         # pytest's -m reads an expression of names with and, or, not: so does Python.

@@ -152,9 +152,17 @@ def _rank(item: pytest.Item) -> int:
     return next((i for i, start in enumerate(LONG_FIRST) if node.startswith(start)), len(LONG_FIRST))
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+#: Every collected test's node id and the names of its marks (written and given here), before ``-m`` or
+#: ``-k`` leave any out: what tests/contract/test_repository.py reads of a session that collected the
+#: whole suite, instead of collecting it again.
+COLLECTED = pytest.StashKey[dict[str, list[str]]]()
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own -m and -k leave tests out: they select by these marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every collected test by what it needs; put the longest first."""
     for item in items:
         for kind in sorted(kinds(item)):
             item.add_marker(kind)
     items.sort(key=_rank)  # stable: the order within each rank is the collection's
+    config.stash[COLLECTED] = {item.nodeid: sorted({m.name for m in item.iter_markers()}) for item in items}
