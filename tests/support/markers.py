@@ -125,15 +125,14 @@ def kinds(item: pytest.Item) -> set[str]:
     return found
 
 
-#: The longest tests, longest first (node ids relative to tests/, or their start): collected first, so that
-#: pytest-xdist, which hands out the first tests one to each process, starts them at once and the
-#: processes end together rather than one finishing a long test alone at the end.
+#: The longest tests, longest first (node ids relative to tests/, or their start): each of pytest-xdist's
+#: processes starts with its share of them (`_spread`), so that they run at once and the processes end
+#: together rather than one finishing a long test alone at the end.
 LONG_FIRST = (
     "runs/test_run_model.py::",
     "core/test_cron_match_sql.py::test_sql_and_python_agree_on_day_rules",
     "core/test_cron_match_sql.py::test_sql_and_python_agree_around_dst_transitions",
     "cluster/test_citus.py::test_once_only",
-    "contract/test_repository.py::test_the_floor_run",
     "worker/test_outages.py::test_every_connection",
     "worker/test_worker_pool_open.py::",
     "cli/test_cli_sweep.py::",
@@ -152,6 +151,29 @@ def _rank(item: pytest.Item) -> int:
     return next((i for i, start in enumerate(LONG_FIRST) if node.startswith(start)), len(LONG_FIRST))
 
 
+def _spread(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """``items`` reordered for ``workers`` processes: pytest-xdist's worksteal mode first gives each
+    process a contiguous slice of the collection (the first ``len // workers`` tests to one, and so on)
+    and later moves tests from the end of a busy process's slice to an idle one. So the long tests are
+    dealt out in turn to the start of each slice, where they are never moved; the rest keep their order.
+    Every process computes the same order from the same collection, as xdist requires."""
+    ranked = sorted(items, key=_rank)  # stable: the order within each rank is the collection's
+    long = [item for item in ranked if _rank(item) < len(LONG_FIRST)]
+    rest = ranked[len(long) :]
+    sizes, left = [], len(items)
+    for i in range(workers):  # the slices xdist cuts (scheduler/worksteal.py, check_schedule)
+        sizes.append(left // (workers - i))
+        left -= sizes[-1]
+    shares = [long[i::workers] for i in range(workers)]
+    if workers < 2 or any(len(share) > size for share, size in zip(shares, sizes, strict=True)):
+        return ranked
+    spread: list[pytest.Item] = []
+    for share, size in zip(shares, sizes, strict=True):
+        spread += share + rest[: size - len(share)]
+        del rest[: size - len(share)]
+    return spread
+
+
 #: Every collected test's node id and the names of its marks (written and given here), before ``-m`` or
 #: ``-k`` leave any out: what tests/contract/test_repository.py reads of a session that collected the
 #: whole suite, instead of collecting it again.
@@ -160,9 +182,15 @@ COLLECTED = pytest.StashKey[dict[str, list[str]]]()
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's own -m and -k leave tests out: they select by these marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every collected test by what it needs; put the longest first."""
+    """Mark every collected test by what it needs."""
     for item in items:
         for kind in sorted(kinds(item)):
             item.add_marker(kind)
-    items.sort(key=_rank)  # stable: the order within each rank is the collection's
     config.stash[COLLECTED] = {item.nodeid: sorted({m.name for m in item.iter_markers()}) for item in items}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which sends the order to its controller
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Order what -m and -k left: the long tests spread over pytest-xdist's processes."""
+    workers = getattr(session.config, "workerinput", {}).get("workercount", 1)
+    session.items[:] = _spread(session.items, workers)
