@@ -31,7 +31,8 @@ from T - 2 s until the last job finished; the machine's calibration (``python_lo
 load); and ratios between the systems of the same run.
 
 ``BENCH_STATEMENTS=1`` (PostgreSQL 15 server) reports the statements that took the server's time during
-each storm (pg_stat_statements, nested statements included). ``BENCH_PROFILE_DIR=dir`` also samples each
+each storm (pg_stat_statements, nested statements included). ``BENCH_LOAD_RATE=500`` gives the loading
+of the schedules before T more time (default 1500 a second). ``BENCH_PROFILE_DIR=dir`` also samples each
 worker process with py-spy during the storm (``pip install py-spy``). ``--drain`` measures the workers
 alone: N jobs already queued (agentlab: recorded by one ``fire_due``, with
 their runs; ``agentlab-noruns``: plain ``bench.hit`` jobs in agentlab-sched's database, run by its worker;
@@ -135,9 +136,9 @@ def _wait(what: str, check: Any, limit: float) -> None:
 
 
 def _lead(n: int) -> float:
-    """Seconds needed before T to load N schedules and settle the database (100k took 73 s on a loaded
-    machine)."""
-    return 12 + n / 1500
+    """Seconds needed before T to load N schedules and settle the database: at ``BENCH_LOAD_RATE``
+    schedules a second (default 1500; 100k took 73 s on a loaded machine, 208 s while a test suite ran)."""
+    return 12 + n / float(os.environ.get("BENCH_LOAD_RATE", "1500"))
 
 
 def _jobs_done(bench: Bench, *, warm_only: bool = False) -> bool:
@@ -226,7 +227,7 @@ def storm(srv: common.Server, system: str, n: int, workers: int, concurrency: in
                 common.settle(url)
                 load_seconds = time.monotonic() - loaded
                 if datetime.now(UTC) > at - timedelta(seconds=BEFORE):
-                    raise RuntimeError(f"loading took {load_seconds:.1f} s: past the boundary; raise the lead")
+                    raise RuntimeError(f"loading took {load_seconds:.1f} s: past the boundary; lower BENCH_LOAD_RATE")
                 _sleep_until(at - timedelta(seconds=BEFORE))
                 if common.statements_profiled():
                     admin.one("SELECT pg_stat_statements_reset() IS NULL")
@@ -432,7 +433,7 @@ def drain(srv: common.Server, system: str, n: int, workers: int, concurrency: in
             with _workers(system, url, workers, concurrency) as procs:
                 _warm_bare(bench)
                 if datetime.now(UTC) > at - timedelta(seconds=BEFORE):
-                    raise RuntimeError("the workers took too long to start: past T; raise the lead")
+                    raise RuntimeError("the workers took too long to start: past T; lower BENCH_LOAD_RATE")
                 _sleep_until(at - timedelta(seconds=BEFORE))
                 result = _measure_drain(srv, bench, procs, n, at)
         finally:
