@@ -121,6 +121,20 @@ def test_a_missing_privilege_is_one_line_naming_what_has_it(
     assert CJK.search(zh), zh
 
 
+@pytest.mark.parametrize("locale", ["en", "zh-CN"])
+def test_roles_create_by_a_non_owner_is_refused_when_the_roles_already_exist(logins: Logins, locale: str) -> None:
+    # Roles are the cluster's: another install may have made them. The admin is still told it may not create
+    # roles, not refused later at some table, and nothing is recorded.
+    prefix = logins.groups.reader.removesuffix("_reader")
+    line = refusal_line(logins.url(logins.admin), ["roles", "create", "--prefix", prefix], locale)
+    expected = REFUSALS[[r[1] for r in REFUSALS].index(["roles", "create"])][2 if locale == "en" else 3]
+    assert line == str(expected).format(login=logins.admin)
+    with psycopg.connect(logins.owner) as conn:
+        rows = conn.execute("SELECT key, value FROM agentlab_sched.config WHERE key LIKE 'role.%' ORDER BY key")
+        assert rows.fetchall() == [("role.admin", logins.groups.admin), ("role.reader", logins.groups.reader),
+                                   ("role.worker", logins.groups.worker)]  # fmt: skip
+
+
 @pytest.mark.parametrize("who", ["reader", "admin"])
 def test_doctor_runs_as_the_reader_and_the_admin(logins: Logins, who: str) -> None:
     result = invoke(logins.url(getattr(logins, who)), ["doctor"])

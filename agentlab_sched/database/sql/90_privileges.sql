@@ -194,6 +194,14 @@ DECLARE
     existing text[] := '{}';
     r pg_catalog.pg_roles;
 BEGIN
+    -- The owner's to do: checked first, so that a caller without the right is told so whether or not the
+    -- roles already exist (another install in the cluster may have made them), not refused halfway.
+    IF NOT (SELECT u.rolsuper FROM pg_catalog.pg_roles u WHERE u.rolname = current_user)
+       AND NOT pg_catalog.pg_has_role(current_user,
+                   (SELECT n.nspowner FROM pg_catalog.pg_namespace n WHERE n.nspname = 'agentlab_sched'), 'USAGE') THEN
+        RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', MESSAGE = 'permission denied to create role',
+            DETAIL = 'create_roles is run by the owner of schema agentlab_sched';
+    END IF;
     FOR i IN 1 .. 3 LOOP
         PERFORM agentlab_sched.validate_text(kinds[i], names[i], 63, true, true);
     END LOOP;
