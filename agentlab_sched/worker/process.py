@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 import procrastinate
+import psycopg_pool
 from procrastinate import PsycopgConnector
 
 from agentlab_sched import database as db
@@ -54,13 +55,23 @@ JOB_GRACE = 1.2
 LOCK_TIMEOUT = 10.0
 #: Connections of the app's pool beyond one per job slot (see _pool_for).
 POOL_EXTRA = 4
+#: How long the pool waits for a connection (seconds), when it is asked for one and when it opens: then
+#: a database that is down or not created yet is an error the caller retries with backoff, rather than
+#: psycopg_pool's 30 s wait.
+POOL_WAIT = 5.0
+
+
+class _Pool(psycopg_pool.AsyncConnectionPool):
+    """psycopg_pool's pool, whose ``open(wait=True)`` (as Procrastinate's connector opens it, with no
+    timeout) gives up after `POOL_WAIT`."""
+
+    async def open(self, wait: bool = False, timeout: float = POOL_WAIT) -> None:  # noqa: ASYNC109 (its signature)
+        await super().open(wait=wait, timeout=timeout)
 
 
 def connector_for(url: str, **options: Any) -> PsycopgConnector:
     """A Procrastinate connector on ``url`` with our session settings on every connection."""
-    # A connection the pool cannot give within 5 s (a database that is down) is an error the caller
-    # retries, rather than a 30 s wait.
-    pool = {"min_size": 1, "max_size": 10, "timeout": 5.0, **options}
+    pool = {"min_size": 1, "max_size": 10, "timeout": POOL_WAIT, "pool_factory": _Pool, **options}
     pool["kwargs"] = {**db.connect_kwargs(purpose="worker", lock_timeout=LOCK_TIMEOUT), **(options.get("kwargs") or {})}
     return PsycopgConnector(conninfo=url, **pool)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.markers import COLLECTED
+from tests.support.markers import COLLECTED, LONG_FIRST
 
 ROOT = Path(__file__).resolve().parents[2]
 #: A design document, its section signs, an issue number, the shared folder outside the repository.
@@ -91,6 +91,13 @@ def _collected_marks(config: pytest.Config) -> dict[str, list[str]]:
         subprocess.run([sys.executable, "-c", COLLECT_MARKS, str(out)], cwd=ROOT, capture_output=True, check=True)
         found: dict[str, list[str]] = json.loads(out.read_text(encoding="utf-8"))
     return found
+
+
+def test_every_start_in_the_long_first_list_names_a_test(pytestconfig: pytest.Config) -> None:
+    """tests/support/markers.py deals the longest tests out first: a renamed one would silently fall back
+    into the collection's order, and the suite end late."""
+    nodes = [nodeid.removeprefix("tests/") for nodeid in _collected_marks(pytestconfig)]
+    assert [start for start in LONG_FIRST if not any(node.startswith(start) for node in nodes)] == []
 
 
 def test_the_floor_run_leaves_out_only_tests_that_never_reach_procrastinate(pytestconfig: pytest.Config) -> None:
