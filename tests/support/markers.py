@@ -126,9 +126,9 @@ def kinds(item: pytest.Item) -> set[str]:
 
 
 #: The longest tests, longest first (node ids relative to tests/, or their start; about 30 s down to 8 s on
-#: two cores): each of pytest-xdist's processes starts with its share of them (`_spread`), so that they run
-#: at once and the processes end together rather than one finishing a long test alone at the end. A test
-#: of more than about 8 s missing here is what makes the suite end late.
+#: two cores, then files of many seconds-long tests): each of pytest-xdist's processes starts with its share
+#: of them (`_spread`), so that they run at once and the processes end together rather than one finishing a
+#: long test alone at the end. A test of more than about 8 s missing here is what makes the suite end late.
 LONG_FIRST = (
     "cluster/test_citus.py::",
     "worker/test_outages.py::test_every_connection",
@@ -140,6 +140,7 @@ LONG_FIRST = (
     "cli/test_cli_database.py::test_dev_uses",
     "cluster/test_standby.py::",
     "cluster/test_pgbouncer.py::",
+    "cluster/test_cluster_fixtures.py::",  # short, but it starts the PostgreSQL 15 primary (below)
     "worker/test_multiprocess.py::",
     "worker/test_outages.py::test_workers_ride_through",
     "database/test_sync_migrate_locks.py::test_a_held_migrate_lock",
@@ -154,11 +155,12 @@ LONG_FIRST = (
 )
 #: Tests of LONG_FIRST kept in one process, by the session fixture they share: each process that runs one
 #: of them starts that fixture (a Citus cluster of three servers; a PostgreSQL 15 primary with a standby
-#: and a PgBouncer), so spread over six processes they started six clusters.
+#: and a PgBouncer), and spread over six processes they had started six Citus clusters.
 ONE_PROCESS = {
     "cluster/test_citus.py::": "citus",
     "cluster/test_standby.py::": "pg15",
     "cluster/test_pgbouncer.py::": "pg15",
+    "cluster/test_cluster_fixtures.py::": "pg15",
 }
 
 
