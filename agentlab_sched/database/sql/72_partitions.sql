@@ -10,9 +10,7 @@
 -- the audit of schedule definitions, written per change. Two days ahead: housekeeping makes them every
 -- 10 minutes, so that is hundreds of chances, and a row that finds none still lands in the DEFAULT
 -- partition. No more: a statement that cannot prune by time (a run by its job, say) opens every partition
--- and its indexes, and the empty ones ahead cost as much as the full ones. One period behind as well: a
--- database made just after midnight still has a partition for a run created just before it (and for its
--- notifications, keyed by that run's time).
+-- and its indexes, and the empty ones ahead cost as much as the full ones.
 CREATE OR REPLACE FUNCTION agentlab_sched.history_tables()
 RETURNS TABLE (name text, key text, period text, ahead integer)
 LANGUAGE sql IMMUTABLE
@@ -82,9 +80,9 @@ BEGIN
 END
 $$;
 
--- Make the partitions of the current period, the one before and the `ahead` next ones of every history
--- table, and one for the period of each row found in a DEFAULT partition (the row moves there). Returns
--- the partitions made and the rows moved.
+-- Make the partitions of the current period and the `ahead` next ones of every history table, and one for
+-- the period of each row found in a DEFAULT partition (the row moves there). Returns the partitions made
+-- and the rows moved.
 CREATE OR REPLACE FUNCTION agentlab_sched.ensure_partitions(now timestamptz DEFAULT now())
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -102,7 +100,7 @@ BEGIN
              WHERE (SELECT c.relkind FROM pg_catalog.pg_class c
                     WHERE c.oid = to_regclass(format('agentlab_sched.%I', x.name))) = 'p' LOOP
         FOR start IN
-            SELECT date_trunc(h.period, now, 'UTC') + i * ('1 ' || h.period)::interval FROM generate_series(-1, h.ahead) i
+            SELECT date_trunc(h.period, now, 'UTC') + i * ('1 ' || h.period)::interval FROM generate_series(0, h.ahead) i
             UNION
             SELECT d.s FROM agentlab_sched.default_periods(h.name, h.key, h.period) d
         LOOP
