@@ -80,6 +80,9 @@ class BatchWorker(procrastinate_worker.Worker):
         self.listen_url = listen_url
         self.listen_direct = listen_direct
         self._held: set[int] = set()  # jobs whose body holds a slot
+        # Abort requests heard while a fetch was in flight, for jobs not started here yet: the fetch may be
+        # taking them (committed, the NOTIFY sent, its rows not read yet). None: no fetch in flight.
+        self._aborts_heard: set[int] | None = None
         self._slot_freed = asyncio.Event()
         self._fetching = _Session(app, listen_url)
         self._finisher = _Finisher(_Session(app, listen_url), self._stop_deadline)
@@ -99,6 +102,7 @@ class BatchWorker(procrastinate_worker.Worker):
             assert self.worker_id is not None
             queues = list(self.queues) if self.queues is not None else None
             params = {"queues": queues, "worker": self.worker_id, "wanted": free}
+            self._aborts_heard = set()
             try:  # through an outage, until the worker is told to stop
                 rows = await retrying(
                     functools.partial(self._fetching.rows, "fetch_jobs", params),
@@ -108,8 +112,16 @@ class BatchWorker(procrastinate_worker.Worker):
                 )
             except GiveUp:
                 return
+            finally:
+                heard, self._aborts_heard = self._aborts_heard, None
             for row in rows:
                 self._start(row)
+            aborted = heard & {row["id"] for row in rows}
+            if aborted:
+                # Their tasks first take a step: one cancelled before it would end without its job's end.
+                await asyncio.sleep(0)
+                for job_id in aborted:
+                    await self._abort_requested(job_id)
             if len(rows) < free:
                 return  # nothing more to take: wait for a NOTIFY or the polling interval
 
@@ -244,6 +256,7 @@ class BatchWorker(procrastinate_worker.Worker):
                         await queries.execute(conn, "listen_channel", identifiers={"channel": channel})
                     pause = 0.5
                     self._new_job_event.set()  # whatever was deferred while nobody listened
+                    await self._aborts_missed()  # and whatever abort was asked for meanwhile
                     with self._woken():
                         while True:
                             heard = await wait_for_notifies(conn, LISTEN_CHECK)
@@ -271,8 +284,23 @@ class BatchWorker(procrastinate_worker.Worker):
             notification = json.loads(notify.payload)
         except ValueError:
             return
-        if isinstance(notification, dict) and "type" in notification:
-            await self._handle_notification(channel=notify.channel, notification=cast(Any, notification))
+        if not (isinstance(notification, dict) and "type" in notification):
+            return
+        if notification["type"] == "abort_job_requested" and self._aborts_heard is not None:
+            self._aborts_heard.add(int(notification.get("job_id") or 0))
+        await self._handle_notification(channel=notify.channel, notification=cast(Any, notification))
+
+    async def _abort_requested(self, job_id: int) -> None:
+        """Procrastinate's handling of an abort request for ``job_id`` (running here), as if heard now."""
+        await self._handle_notification(channel="", notification={"type": "abort_job_requested", "job_id": job_id})
+
+    async def _aborts_missed(self) -> None:
+        """The abort requests for jobs running here that were sent while this worker did not listen (it was
+        starting, or its listener reconnecting): without this they wait for the fallback poll."""
+        if not self._running_jobs:
+            return
+        for job_id in await self.app.job_manager.list_jobs_to_abort_async():
+            await self._abort_requested(job_id)
 
 
 @dataclass
