@@ -200,8 +200,9 @@ def _as_user() -> list[str]:
 
     for name in ("postgres", "nobody"):
         with contextlib.suppress(KeyError):
-            pwd.getpwnam(name)
-            return ["setpriv", f"--reuid={name}", f"--regid={name}", "--init-groups", "--"]
+            home = pwd.getpwnam(name).pw_dir
+            # Its own HOME: libpq in the server (Citus's nodes) reads $HOME/.postgresql, and root's may be closed.
+            return ["setpriv", f"--reuid={name}", f"--regid={name}", "--init-groups", "--", "env", f"HOME={home}"]
     raise SystemExit("running as root and no 'postgres' or 'nobody' user to run PostgreSQL as")
 
 

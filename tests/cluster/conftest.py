@@ -61,7 +61,11 @@ def as_user(command: Sequence[str]) -> list[str]:
     user = server_user()
     if user is None:
         return list(command)
-    return ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", "--", *command]
+    # HOME is the user's own: setpriv keeps root's, and a server's outgoing libpq connections (Citus's
+    # nodes to each other, over TCP) look for a client certificate under $HOME/.postgresql, where a /root
+    # the user cannot enter fails the connection ("could not open certificate file ... Permission denied").
+    home = pwd.getpwnam(user).pw_dir
+    return ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", "--", "env", f"HOME={home}", *command]
 
 
 def owned_tempdir(prefix: str) -> Path:
