@@ -50,17 +50,33 @@ def _top(module: str) -> str | None:
     return parts[1] if len(parts) > 1 else FACADE
 
 
-def imports_of(path: Path) -> list[tuple[int, str]]:
-    """(line, top-level package) of every import of agentlab_sched in ``path``."""
+def _package_of(path: Path) -> str:
+    """The dotted package a module of agentlab_sched is in (what its relative imports start from)."""
+    parts = path.resolve().relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts if path.name == "__init__.py" else parts[:-1]).removesuffix(".__init__")
+
+
+def imports_of(path: Path, package: str | None = None) -> list[tuple[int, str]]:
+    """(line, top-level package) of every import of agentlab_sched in ``path``; relative imports are read
+    from ``package`` (the module's own package, found from its place under agentlab_sched by default)."""
     found: list[tuple[int, str]] = []
     # Imports are statements: the others are not looked at.
     for node in (n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.stmt)):
         names: list[str] = []
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module == "agentlab_sched":
-                names = [f"agentlab_sched.{alias.name}" for alias in node.names]
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                # from . import x / from ..firing import tick: the package, up level - 1 steps.
+                base = (package if package is not None else _package_of(path)).split(".")
+                base = base[: len(base) - (node.level - 1)]
+                module = ".".join(base + ([node.module] if node.module else []))
             else:
-                names = [node.module]
+                module = node.module or ""
+            if module == "agentlab_sched":
+                names = [f"agentlab_sched.{alias.name}" for alias in node.names]
+            elif node.module is None:
+                names = [f"{module}.{alias.name}" for alias in node.names]
+            else:
+                names = [module]
         elif isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         for name in names:
@@ -70,15 +86,17 @@ def imports_of(path: Path) -> list[tuple[int, str]]:
     return found
 
 
-def violations() -> list[str]:
+def violations(package: Path = PACKAGE) -> list[str]:
+    """Every import against the layers in the modules under ``package`` (a copy of agentlab_sched in a test)."""
     wrong = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        relative = path.relative_to(PACKAGE)
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package)
         own = relative.parts[0].removesuffix(".py")
         if own == FACADE:
             continue
         mine = _layer_of(own)
-        for line, other in imports_of(path):
+        dotted = ".".join(("agentlab_sched", *relative.with_suffix("").parts[:-1]))
+        for line, other in imports_of(path, dotted):
             if other == own:
                 continue
             if other == FACADE:
@@ -113,3 +131,24 @@ def test_the_check_catches_an_upward_import(tmp_path: Path) -> None:
 @pytest.mark.parametrize("lower, upper", [("core", "database"), ("firing", "runs"), ("runs", "worker")])
 def test_the_order_is_the_documented_one(lower: str, upper: str) -> None:
     assert _layer_of(lower) < _layer_of(upper)
+
+
+@pytest.mark.parametrize(
+    "source, found",
+    [
+        ("from ..firing import tick\n", "firing"),
+        ("from .. import worker\n", "worker"),
+        ("from ..worker.batch import BatchWorker\n", "worker"),
+        ("from . import cron\n", "core"),
+    ],
+)
+def test_relative_imports_are_read_from_the_modules_package(tmp_path: Path, source: str, found: str) -> None:
+    copy = tmp_path / "agentlab_sched"
+    (copy / "core").mkdir(parents=True)
+    (copy / "core" / "planner.py").write_text(source)
+    assert imports_of(copy / "core" / "planner.py", "agentlab_sched.core") == [(1, found)]
+    wrong = violations(copy)
+    if found == "core":
+        assert wrong == []
+    else:
+        assert wrong == [f"agentlab_sched/core/planner.py:1 (core) imports {found}, which is not below it"]

@@ -189,7 +189,7 @@ def planner_problems(options: tuple[Option, ...]) -> list[str]:
     problems = []
     known = {o.name for o in options}
     fields = {f.name: f for f in dataclasses.fields(planner.ScheduleState)}
-    where = "the fields of planner.ScheduleState (schedules/planner.py)"
+    where = "the fields of planner.ScheduleState (core/planner.py)"
     for o in options:
         f = fields.get(o.name)
         if o.planning and f is None:
@@ -278,7 +278,7 @@ def test_a_new_option_missing_everywhere_is_reported_for_every_place(sync_conn: 
         "schedule.field.colour in the catalogue",
         "`agentlab-sched schedules add` (cli/schedules.py)",
         "`agentlab-sched schedules edit` (cli/schedules.py)",
-        "planner.ScheduleState (schedules/planner.py)",
+        "planner.ScheduleState (core/planner.py)",
         "docs/sql.md",
         "schedules add in docs/cli.md",
         "schedules edit in docs/cli.md",

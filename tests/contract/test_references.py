@@ -32,7 +32,9 @@ SHORT_PATH = re.compile(r"(?<![\w/.-])((?:[a-z_]+/)+[\w-]+\.(?:py|sql))\b")
 #: A dotted Python name of the package: agentlab_sched.worker.batch.BatchWorker.
 DOTTED = re.compile(r"(?<![\w.])agentlab_sched(?:\.[A-Za-z_]\w*)+")
 #: module.attribute, where module is a module of the package by its last name (tick.fire_due).
-MODULE_ATTR = re.compile(r"(?<![\w.])([a-z_][a-z0-9_]*)\.([A-Za-z_]\w*)\b(?!\.\w)")
+MODULE_ATTR = re.compile(r"(?<![\w./])([a-z_][a-z0-9_]*)\.([A-Za-z_]\w*)\b(?!\.\w)")
+#: folder/module.attribute, a module of the package by its path (firing/tick.fire_due, core/planner.plan).
+FOLDER_ATTR = re.compile(r"(?<![\w/.-])((?:[a-z_]+/)+)([a-z_][a-z0-9_]*)\.([A-Za-z_]\w*)\b(?!\.\w)")
 
 
 @cache
@@ -157,6 +159,16 @@ def _module_attribute_exists(module: str, attribute: str) -> bool | None:
     return attribute in {"py", "sql", "md"}  # a file name (planner.py) is the path check's
 
 
+def _folder_attribute_exists(module_path: str, attribute: str) -> bool:
+    """Whether ``firing/tick`` (a module of the package by its path, from the package or from its database
+    folder) exists and has ``attribute``."""
+    for base in (PACKAGE, PACKAGE / "database"):
+        if (base / f"{module_path}.py").exists():
+            dotted = ".".join(base.relative_to(ROOT).parts + tuple(module_path.split("/")))
+            return hasattr(importlib.import_module(dotted), attribute)
+    return False
+
+
 #: Last names of our modules that are also other things in prose: SQL tables and columns
 #: (``runs.error``), pg_cron's schema (``cron.job``), message codes (``cron.out_of_range``), variables of
 #: examples (``database.url``, ``dispatcher.stop()``), other libraries (``json.loads``). Checked only as
@@ -171,6 +183,8 @@ FOLDERS = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py
     "migrations",
     "queries",
 }
+#: What follows a file's name (web/schedules.png): a file, which the path checks look at, not an attribute.
+FILE_SUFFIXES = {"py", "sql", "md", "png", "jpg", "svg", "css", "js", "html", "json", "toml", "txt", "csv"}
 #: Folders that exist only once something ran (git-ignored).
 MADE_LATER = {"bench/results"}
 
@@ -192,6 +206,12 @@ def stale(lines: Iterator[tuple[Path, int, str]] | None = None) -> list[str]:
         for match in DOTTED.finditer(text):
             if not _python_name_exists(match.group(0).rstrip(".")):
                 found.append(f"{where}: no such name {match.group(0)}")
+        for match in FOLDER_ATTR.finditer(text):
+            folders, module, attribute = match.groups()
+            if folders.split("/")[0] not in FOLDERS or attribute in FILE_SUFFIXES:
+                continue  # another project's path, or a file name (the path checks' work)
+            if not _folder_attribute_exists(folders + module, attribute):
+                found.append(f"{where}: {folders}{module}.{attribute} does not exist in agentlab_sched/")
         for match in MODULE_ATTR.finditer(text):
             module, attribute = match.groups()
             if module in AMBIGUOUS or module in _sql_objects():
@@ -213,6 +233,9 @@ def test_every_path_and_name_the_docs_comments_and_sql_give_exists() -> None:
         ("see `firing/scheduler.py`", "no such file firing/scheduler.py"),
         ("call agentlab_sched.runner.BatchWorker", "no such name agentlab_sched.runner.BatchWorker"),
         ("tick.replan does it", "tick.replan does not exist"),
+        ("schedules/planner.plan(state, now)", "schedules/planner.plan does not exist"),
+        ("runs/middleware.RunMiddleware", "runs/middleware.RunMiddleware does not exist"),
+        ("firing/tick.no_such_function()", "firing/tick.no_such_function does not exist"),
     ],
 )
 def test_a_stale_name_is_caught(text: str, complaint: str) -> None:
@@ -224,6 +247,7 @@ def test_names_that_exist_pass() -> None:
     text = (
         "agentlab_sched/worker/batch.py, `worker/batch.py`, agentlab_sched.worker.batch.BatchWorker, "
         "tick.fire_due, agentlab_sched.fires (a table), agentlab_sched.runs.lifecycle, agentlab_sched.blueprint, "
-        "agentlab_sched.runs.status (a column), planner.py"
+        "agentlab_sched.runs.status (a column), planner.py, core/planner.plan, firing/tick.fire_due(conn, now), "
+        "worker/middleware.RunMiddleware"
     )
     assert stale(iter([(ROOT / "docs" / "probe.md", 1, text)])) == []
