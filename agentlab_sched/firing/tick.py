@@ -40,7 +40,7 @@ FIRST_BATCH = 100
 STORM_FIRST_BATCH = 10
 #: Seconds a schedule's lease outlasts the resolver timeout (its resolvers run outside any transaction; if
 #: the worker stops meanwhile, another one fires the schedule once the lease ends).
-LEASE_MARGIN = 5.0
+RESOLVER_LEASE_MARGIN = 5.0
 
 
 @dataclass
@@ -163,7 +163,7 @@ async def _one_batch(
         ready = [p for row, p in zip(fresh, plans, strict=True) if not _needs_resolver(row, p)]
         held = [(row, p) for row, p in zip(fresh, plans, strict=True) if _needs_resolver(row, p)]
         if held:
-            lease = now + timedelta(seconds=settings.resolver_timeout + LEASE_MARGIN)
+            lease = now + timedelta(seconds=settings.resolver_timeout + RESOLVER_LEASE_MARGIN)
             await queries.execute(conn, "lease_schedules", {"ids": [row["id"] for row, _ in held], "until": lease})
         outcomes = await _apply(conn, "apply_plans", ready, now, isolate) if ready else []
     seen.update(r["id"] for r in fresh)  # only once committed: a failed batch is retried isolated

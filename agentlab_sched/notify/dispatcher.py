@@ -53,9 +53,9 @@ DELIVERY_BACKOFF_BASE = 10.0
 DELIVERY_BACKOFF_CAP = 1800.0
 #: How long a dispatcher's statement waits for a lock (seconds): a locked table holds up delivery, never
 #: the worker's stop.
-LOCK_TIMEOUT = 2.0
+DISPATCH_LOCK_TIMEOUT = 2.0
 #: How long a claimed row is hidden from other workers beyond the send timeout.
-LEASE_MARGIN = 20.0
+SEND_LEASE_MARGIN = 20.0
 #: Sends one delivery loop keeps in flight at once: a slow receiver holds one of them (for at most the
 #: sender's deadline), never the notifications of other receivers.
 MAX_IN_FLIGHT = 16
@@ -132,7 +132,7 @@ class Outbox:
         self.settings = settings
         self.sender = sender
         self.box = box or SecretBox.from_settings(settings)
-        self.lease = timedelta(seconds=sender.timeout + LEASE_MARGIN)
+        self.lease = timedelta(seconds=sender.timeout + SEND_LEASE_MARGIN)
         self._warned: set[int] = set()
 
     async def _now(self, now: datetime | None) -> datetime:
@@ -437,7 +437,7 @@ class Dispatcher:
 
     async def _connect(self, url: str | None = None) -> psycopg.AsyncConnection[Any]:
         return await db.connect(
-            url or self.url, locale=self.settings.locale, purpose="notify", lock_timeout=LOCK_TIMEOUT
+            url or self.url, locale=self.settings.locale, purpose="notify", lock_timeout=DISPATCH_LOCK_TIMEOUT
         )
 
     async def _work(self, wake: asyncio.Event) -> None:

@@ -1,12 +1,12 @@
 """Workers say what they run (``agentlab_sched.workers``), so that `agentlab-sched doctor` can tell which are
 alive, which queues they take, whether anything fires, and how far their clocks are from the database's.
 
-- `agentlab-sched worker` reports every :data:`EVERY` seconds (:class:`Presence`) and removes its row when
+- `agentlab-sched worker` reports every :data:`REPORT_EVERY` seconds (:class:`Presence`) and removes its row when
   it stops;
 - a plain `procrastinate worker` whose app went through ``install(app)`` reports its queues when it starts
   (:func:`announce`, from its first fetch: a worker whose queues leave out the tick's never runs one of our
   jobs, and doctor must still name it), then when it runs an agentlab-sched job, at most every
-  :data:`EVERY` seconds (:func:`seen_by`); its liveness is Procrastinate's heartbeat.
+  :data:`REPORT_EVERY` seconds (:func:`seen_by`); its liveness is Procrastinate's heartbeat.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from agentlab_sched.waiting import wait_at_most
 logger = logging.getLogger(__name__)
 
 #: Seconds between two reports of one worker.
-EVERY = 10.0
+REPORT_EVERY = 10.0
 #: The key of ``additional_context`` by which `agentlab-sched worker` marks its own jobs.
 CONTEXT_KEY = "agentlab_sched_worker"
 
@@ -103,7 +103,7 @@ async def announce(app: procrastinate.App, worker_id: int, queues: Any) -> None:
 
 
 class Presence:
-    """`agentlab-sched worker`'s reports: one at start, then every :data:`EVERY` seconds; removed at stop."""
+    """`agentlab-sched worker`'s reports: one at start, then every :data:`REPORT_EVERY` seconds; removed at stop."""
 
     def __init__(self, app: procrastinate.App, report: Report) -> None:
         self.app = app
@@ -142,9 +142,9 @@ class Presence:
             self._registered.set()
 
     async def _until_due(self) -> None:
-        """Wait until the next report is due: :data:`EVERY` seconds, or the worker got a new id (no polling:
+        """Wait until the next report is due: :data:`REPORT_EVERY` seconds, or the worker got a new id (no polling:
         an idle worker wakes only when something is due)."""
-        await wait_at_most(self._registered, EVERY)
+        await wait_at_most(self._registered, REPORT_EVERY)
         self._registered.clear()
 
     async def stop(self) -> None:
@@ -169,7 +169,7 @@ async def seen_by(context: procrastinate.JobContext, worker: Any) -> None:
         return  # `agentlab-sched worker` reports itself
     key = id(worker)
     now = time.monotonic()
-    if now - _seen.get(key, -EVERY) < EVERY:
+    if now - _seen.get(key, -REPORT_EVERY) < REPORT_EVERY:
         return
     _seen[key] = now
     worker_id = getattr(worker, "worker_id", None)

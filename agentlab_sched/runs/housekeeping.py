@@ -7,12 +7,12 @@ waiting at a time): SQL ``agentlab_sched.housekeeping(...)`` (sql/80_housekeepin
 - aborts runs past their deadline (a worker with the run middleware does this on time; this is the
   fallback) and reports tasks that ignore the abort;
 - at most once every ``PRUNE_EVERY`` seconds per worker: makes the history tables' partitions for the
-  days ahead (a week; two months for the monthly audit) and gives rows found in a DEFAULT partition one of
+  periods ahead (2 days; a month for the monthly audit: sql/72_partitions.sql) and gives rows found in a DEFAULT partition one of
   their own; then, with ``AGENTLAB_SCHED_RETENTION`` (e.g. ``30d``) or else the database's retention
   (``agentlab_sched.set_retention``), drops the partitions past it (``prune``), and at most
   ``PRUNE_BATCH`` of Procrastinate's finished jobs.
 
-`agentlab-sched worker` runs the same round in its own process every `EVERY` seconds (`Housekeeper`)
+`agentlab-sched worker` runs the same round in its own process every `ROUND_EVERY` seconds (`Housekeeper`)
 rather than as a periodic job; plain `procrastinate worker` hosts run the periodic task.
 """
 
@@ -38,7 +38,7 @@ from agentlab_sched.settings import Settings
 logger = logging.getLogger(__name__)
 
 #: Seconds between two rounds (CRON says the same for the periodic task of plain workers).
-EVERY = 10.0
+ROUND_EVERY = 10.0
 #: Every 10 seconds (Procrastinate's cron puts seconds last): a dead worker's run is suspended within
 #: Procrastinate's 30 s stall window plus this.
 CRON = "* * * * * */10"
@@ -99,7 +99,7 @@ async def housekeeping(context: procrastinate.JobContext, timestamp: int) -> dic
 
 
 class Housekeeper:
-    """`agentlab-sched worker`'s housekeeping: a round every `EVERY` seconds in the worker itself, in place
+    """`agentlab-sched worker`'s housekeeping: a round every `ROUND_EVERY` seconds in the worker itself, in place
     of the periodic task (a job a round: deferred, taken, run and ended, for one statement of work; most of
     an idle worker's CPU)."""
 
@@ -126,8 +126,8 @@ class Housekeeper:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the database away, a lock: the next round tries again
-                logger.warning("housekeeping: %s; next round in %.0f s", describe(exc), EVERY)
-            await asyncio.sleep(EVERY)
+                logger.warning("housekeeping: %s; next round in %.0f s", describe(exc), ROUND_EVERY)
+            await asyncio.sleep(ROUND_EVERY)
 
 
 def register(bp: procrastinate.Blueprint, queue: str) -> None:

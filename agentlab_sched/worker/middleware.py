@@ -65,11 +65,11 @@ from agentlab_sched.worker.jobs import RunJobManager
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ABORT_GRACE", "RunMiddleware", "install", "with_run_middleware"]
+__all__ = ["ABORT_GRACE_SECONDS", "RunMiddleware", "install", "with_run_middleware"]
 
 #: How long a task may take to stop after it was aborted for its timeout before the run says that it
 #: ignores the abort (seconds; limits.ABORT_GRACE, which SQL reads too).
-ABORT_GRACE = limits.ABORT_GRACE.total_seconds()
+ABORT_GRACE_SECONDS = limits.ABORT_GRACE.total_seconds()
 #: Results larger than this (JSON characters) are not kept with the run.
 MAX_RESULT = 1_000_000
 #: How long a stopping worker waits for a result, error or abort to be written down (seconds).
@@ -79,7 +79,7 @@ BOOKKEEPING_GRACE = 1.0
 class RunMiddleware:
     """A Procrastinate worker middleware (``async (call_next, context, worker)``); see the module doc."""
 
-    def __init__(self, settings: Settings | None = None, *, abort_grace: float = ABORT_GRACE) -> None:
+    def __init__(self, settings: Settings | None = None, *, abort_grace: float = ABORT_GRACE_SECONDS) -> None:
         self.settings = settings
         self.abort_grace = abort_grace
         self._skip: set[str] = set()

@@ -43,7 +43,7 @@ BACKOFF_FIRST = 0.1
 BACKOFF_MAX = 2.0
 #: How long a tick's statement waits for a lock before the tick fails and is tried again (seconds): a
 #: migration's LOCK TABLE holds up firing, never the worker's stop.
-LOCK_TIMEOUT = 2.0
+TICK_LOCK_TIMEOUT = 2.0
 
 
 class Scheduler:
@@ -85,7 +85,7 @@ class Scheduler:
         while True:
             try:
                 conn = await db.connect(
-                    self.url, locale=self.settings.locale, purpose="scheduler", lock_timeout=LOCK_TIMEOUT
+                    self.url, locale=self.settings.locale, purpose="scheduler", lock_timeout=TICK_LOCK_TIMEOUT
                 )
             except Exception as exc:
                 if not is_transient(exc):

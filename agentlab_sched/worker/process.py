@@ -52,7 +52,7 @@ STOP_WITHIN = 2.7
 #: cancelled, sync ones asked to stop); what is not finished then is left to housekeeping.
 JOB_GRACE = 1.2
 #: How long a worker's statements wait for a lock (seconds): see connections.connect_kwargs.
-LOCK_TIMEOUT = 10.0
+WORKER_LOCK_TIMEOUT = 10.0
 #: Connections of the app's pool beyond one per job slot (see _pool_for).
 POOL_EXTRA = 4
 #: How long the pool waits for a connection (seconds), when it is asked for one and when it opens: then
@@ -72,7 +72,10 @@ class _Pool(psycopg_pool.AsyncConnectionPool):
 def connector_for(url: str, **options: Any) -> PsycopgConnector:
     """A Procrastinate connector on ``url`` with our session settings on every connection."""
     pool = {"min_size": 1, "max_size": 10, "timeout": POOL_WAIT, "pool_factory": _Pool, **options}
-    pool["kwargs"] = {**db.connect_kwargs(purpose="worker", lock_timeout=LOCK_TIMEOUT), **(options.get("kwargs") or {})}
+    pool["kwargs"] = {
+        **db.connect_kwargs(purpose="worker", lock_timeout=WORKER_LOCK_TIMEOUT),
+        **(options.get("kwargs") or {}),
+    }
     return PsycopgConnector(conninfo=url, **pool)
 
 

@@ -49,8 +49,8 @@ def python_disagreements() -> list[str]:
 
     places: list[tuple[str, object, timedelta]] = [
         (
-            "agentlab_sched/worker/middleware.py ABORT_GRACE",
-            timedelta(seconds=middleware.ABORT_GRACE),
+            "agentlab_sched/worker/middleware.py ABORT_GRACE_SECONDS",
+            timedelta(seconds=middleware.ABORT_GRACE_SECONDS),
             limits.ABORT_GRACE,
         ),
         ("agentlab_sched/runs/housekeeping.py ABORT_GRACE", housekeeping.ABORT_GRACE, limits.ABORT_GRACE),
