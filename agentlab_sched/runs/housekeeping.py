@@ -7,9 +7,9 @@ waiting at a time): SQL ``agentlab_sched.housekeeping(...)`` (sql/80_housekeepin
 - aborts runs past their deadline (a worker with the run middleware does this on time; this is the
   fallback) and reports tasks that ignore the abort;
 - at most once every ``PRUNE_EVERY`` seconds per worker: makes the history tables' partitions for the
-  periods ahead (2 days; a month for the monthly audit: sql/72_partitions.sql) and gives rows found in a DEFAULT partition one of
-  their own; then, with ``AGENTLAB_SCHED_RETENTION`` (e.g. ``30d``) or else the database's retention
-  (``agentlab_sched.set_retention``), drops the partitions past it (``prune``), and at most
+  periods ahead (2 days; a month for the monthly audit: sql/72_partitions.sql) and gives rows found in a
+  DEFAULT partition one of their own; then, with ``AGENTLAB_SCHED_RETENTION`` (e.g. ``30d``) or else the
+  database's retention (``agentlab_sched.set_retention``), drops the partitions past it (``prune``), and at most
   ``PRUNE_BATCH`` of Procrastinate's finished jobs.
 
 `agentlab-sched worker` runs the same round in its own process every `ROUND_EVERY` seconds (`Housekeeper`)
