@@ -2,6 +2,10 @@
 `agentlab-sched prune`: the ledger, the runs, and what people do with them (docs/cli.md, docs/runs.md).
 
 A run is named by its id or its first characters (``1a2b3c`` or ``#1a2b3c``, as the ledger shows it).
+`fires` and `runs list` show a page at a time, newest first: ``--before`` the last row of a page (a fire by
+its id, a run by its id or its first characters) shows the next, by keyset on the ledger's order
+((created_at, id), the indexes fires_created_idx and runs_created_idx), and a full page with more after it
+ends with a line giving that option.
 Refusals (approving twice, resuming a run that is not suspended, a bad status) print the message in
 the CLI's locale on stderr and exit 2, through the root's one error handler.
 """
@@ -11,6 +15,7 @@ from __future__ import annotations
 import getpass
 import json
 import re
+import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
@@ -20,7 +25,7 @@ import typer
 from agentlab_sched import messages
 from agentlab_sched._plain import plain
 from agentlab_sched.cli import common
-from agentlab_sched.errors import NotFound, ValidationError
+from agentlab_sched.errors import NotFound, SchedError, ValidationError
 
 if TYPE_CHECKING:
     from agentlab_sched.runs import lifecycle
@@ -49,6 +54,26 @@ Since = Annotated[
     ),
 ]
 Limit = Annotated[int, typer.Option("--limit", min=1, help="At most this many rows.")]
+BeforeFire = Annotated[
+    str | None,
+    typer.Option(
+        "--before", help="The page after this fire (the id in the first column of the last row shown).",
+        show_default=False,
+    ),
+]  # fmt: skip
+BeforeRun = Annotated[
+    str | None,
+    typer.Option(
+        "--before", help="The page after this run (the last one shown): its id or its first characters.",
+        show_default=False,
+    ),
+]  # fmt: skip
+
+#: The largest fire id (a bigint).
+_MAX_FIRE_ID = 2**63 - 1
+#: What refusing to find the run named by --before says, by the code of the refusal.
+_BEFORE_RUN = {"run.bad_ref": "cli.before_bad_run", "run.not_found": "cli.before_no_run",
+               "run.ambiguous": "cli.before_ambiguous_run"}  # fmt: skip
 
 
 def _by(value: str | None) -> str:
@@ -75,6 +100,45 @@ def _since(value: str | None) -> datetime | None:
     except ValueError:
         raise ValidationError("run.bad_since", "since", value=value) from None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _fire_id(value: str) -> int:
+    """``fires --before``: a fire's id as the first column shows it (a positive whole number)."""
+    text_value = value.strip()
+    if not text_value.isascii() or not text_value.isdigit() or not 0 < int(text_value) <= _MAX_FIRE_ID:
+        raise ValidationError("cli.before_bad_fire", "before", value=value)
+    return int(text_value)
+
+
+async def _fire_key(conn: Any, value: str, fire_id: int) -> tuple[datetime, int]:
+    """``fires --before``: the (created_at, id) of fire ``fire_id``; refused, naming --before, when there
+    is none."""
+    from agentlab_sched.runs import lifecycle
+
+    key = await lifecycle.fire_key(conn, fire_id)
+    if key is None:
+        raise ValidationError("cli.before_no_fire", "before", value=value)
+    return key
+
+
+async def _run_key(conn: Any, value: str) -> tuple[datetime, uuid.UUID]:
+    """``runs list --before``: the (created_at, id) of the run ``value`` names, found as `runs show` finds
+    it; a refusal names --before."""
+    from agentlab_sched.runs import lifecycle
+
+    try:
+        found = await lifecycle.get_run(conn, value)
+    except SchedError as exc:
+        if exc.code not in _BEFORE_RUN:
+            raise
+        count = {"count": exc.params["count"]} if "count" in exc.params else {}
+        raise ValidationError(_BEFORE_RUN[exc.code], "before", value=value, **count) from None
+    return found.created_at, found.id
+
+
+def _more(ctx: typer.Context, key: object) -> None:
+    """The last line of a full page with more after it: the option that shows the next."""
+    common.say(ctx, "cli.history_more", key=key)
 
 
 def _when(value: datetime | None, tz: str) -> str:
@@ -104,20 +168,25 @@ def fires_cmd(
         typer.Option("--status", help="started, skipped_overlap, skipped_misfire or failed_to_start."),
     ] = None,
     since: Since = None,
+    before: BeforeFire = None,
     limit: Limit = 50,
     as_json: JsonOption = False,
 ) -> None:
-    """The ledger, newest first: every fire, launched or skipped, and why; with its run's status."""
+    """The ledger, newest first: every fire, launched or skipped, and why; with its run's status. A page at
+    a time: --before the id of the last fire shown."""
     import psycopg
 
     from agentlab_sched.runs import lifecycle
 
     after = _since(since)
+    typed = (before, _fire_id(before)) if before is not None else None  # refused before connecting
 
     async def fetch(conn: psycopg.AsyncConnection[Any]) -> list[lifecycle.Fire]:
-        return await lifecycle.list_fires(conn, name, status=status, since=after, limit=limit)
+        key = await _fire_key(conn, *typed) if typed is not None else None
+        return await lifecycle.list_fires(conn, name, status=status, since=after, before=key, limit=limit + 1)
 
-    rows = common.run(ctx, fetch)
+    found = common.run(ctx, fetch)
+    rows, more = found[:limit], len(found) > limit
     if as_json:
         common.print_json([r.as_dict() for r in rows])
         return
@@ -125,10 +194,15 @@ def fires_cmd(
         common.say(ctx, "fire.none")
         return
     locale = common.state(ctx).locale
-    table = common.table(locale, "fire_at", "schedule", "kind", "status", "run", "reason")
+    # The first column, without a header, is the fire's id: what --before takes.
+    table = common.table(locale)
+    table.add_column("", justify="right", no_wrap=True)
+    for column in ("fire_at", "schedule", "kind", "status", "run", "reason"):
+        table.add_column(common.label(column, locale), overflow="fold")
     for f in rows:
         run = f"#{str(f.run_id)[:6]} {_status(f.run_status, locale)}" if f.run_id and f.run_status else ""
         table.add_row(
+            _cell(f.fire_id),
             _cell(common.text("cli.when_zone", locale, when=_when(f.fire_at, f.timezone), timezone=f.timezone)),
             _cell(f.schedule_name),
             _cell(common.term("fire.kind", f.kind, locale)),
@@ -137,6 +211,8 @@ def fires_cmd(
             _cell(f.reason),
         )
     common.out().print(table)
+    if more:
+        _more(ctx, rows[-1].fire_id)
 
 
 # ----------------------------------------------------------------------------------------------- runs
@@ -154,10 +230,12 @@ def list_cmd(
         ),
     ] = None,
     since: Since = None,
+    before: BeforeRun = None,
     limit: Limit = 50,
     as_json: JsonOption = False,
 ) -> None:
-    """Runs, newest first; a run waiting for a person says what it asks."""
+    """Runs, newest first; a run waiting for a person says what it asks. A page at a time: --before the
+    last run shown."""
     import psycopg
 
     from agentlab_sched.runs import lifecycle
@@ -165,9 +243,11 @@ def list_cmd(
     after = _since(since)
 
     async def fetch(conn: psycopg.AsyncConnection[Any]) -> list[lifecycle.Run]:
-        return await lifecycle.list_runs(conn, schedule, status=status, since=after, limit=limit)
+        key = await _run_key(conn, before) if before is not None else None
+        return await lifecycle.list_runs(conn, schedule, status=status, since=after, before=key, limit=limit + 1)
 
-    rows = common.run(ctx, fetch)
+    found = common.run(ctx, fetch)
+    rows, more = found[:limit], len(found) > limit
     if as_json:
         common.print_json([r.as_dict() for r in rows])
         return
@@ -187,6 +267,9 @@ def list_cmd(
             _cell(_note(r, locale)),
         )
     common.out().print(table)
+    if more:
+        # The whole id: the first characters the table shows may name several runs in a large ledger.
+        _more(ctx, rows[-1].id)
 
 
 def _note(r: lifecycle.Run, locale: str) -> str:

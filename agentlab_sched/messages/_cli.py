@@ -397,3 +397,27 @@ MESSAGES.update(
         ),
     }
 )
+
+# fires / runs list a page at a time: the next page's option, and a --before that names nothing.
+MESSAGES.update(
+    {
+        "cli.history_more": ("the next page: --before {key}", "下一页:--before {key}"),
+        "cli.before_bad_run": (
+            '--before: "{value}" is not a run id; give the id or its first characters (at least 4, like 1a2b3c)',
+            "--before 的取值「{value}」不是运行编号;请写完整编号或它的前几位(至少 4 位,如 1a2b3c)",
+        ),
+        "cli.before_no_run": ('--before: there is no run "{value}"', "--before 的取值「{value}」:没有这个编号的运行"),
+        "cli.before_ambiguous_run": (
+            '--before: "{value}" names {count} runs; give more characters of the id',
+            "--before 的取值「{value}」对应 {count} 次运行;请多写几位编号",
+        ),
+        "cli.before_bad_fire": (
+            '--before: "{value}" is not a fire id; give the number in the first column of fires (like 1234)',
+            "--before 的取值「{value}」不是触发编号;请写触发记录第一列中的数字(如 1234)",
+        ),
+        "cli.before_no_fire": (
+            "--before: there is no fire {value} (never written, or pruned)",
+            "--before 的取值「{value}」:没有这个编号的触发记录(从未写入,或已被清理)",
+        ),
+    }
+)

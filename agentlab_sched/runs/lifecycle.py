@@ -50,6 +50,7 @@ __all__ = [
     "detect_suspended",
     "enforce_timeouts",
     "find_run",
+    "fire_key",
     "get_run",
     "list_fires",
     "list_runs",
@@ -209,15 +210,29 @@ async def list_fires(
     *,
     status: str | None = None,
     since: datetime | None = None,
+    before: tuple[datetime, int] | None = None,
     limit: int = 50,
 ) -> list[Fire]:
-    """The ledger, newest first (``fire_history``): of one schedule, in one status, since a time."""
+    """The ledger, newest first (``fire_history``, by ``created_at`` then ``fire_id``): of one schedule, in
+    one status, since a time, older than ``before`` (the ``(created_at, fire_id)`` of the last fire of the
+    previous page: :func:`fire_key`)."""
     if status is not None and status not in FIRE_STATUSES:
         raise ValidationError("fire.bad_status", "status", value=status, choices=list(FIRE_STATUSES))
     if schedule is not None:
         await _require_schedule(conn, schedule)
-    params = {"schedule": schedule, "status": status, "since": since, "limit": max(1, limit)}
+    params = {
+        "schedule": schedule, "status": status, "since": since,
+        "before_at": before[0] if before else None, "before_id": before[1] if before else None,
+        "limit": max(1, limit),
+    }  # fmt: skip
     return await queries.rows(conn, "list_fires", params, Fire)
+
+
+async def fire_key(conn: psycopg.AsyncConnection[Any], fire_id: int) -> tuple[datetime, int] | None:
+    """The place of fire ``fire_id`` in the ledger's order, ``(created_at, fire_id)``: the ``before`` of
+    :func:`list_fires` for the page after it; None when there is no such fire (pruned, or never written)."""
+    created_at: datetime | None = await queries.value(conn, "fire_created_at", {"id": fire_id})
+    return (created_at, fire_id) if created_at is not None else None
 
 
 async def _require_schedule(conn: psycopg.AsyncConnection[Any], name: str) -> None:

@@ -48,18 +48,27 @@ SELECT id, run_id, segment, title, state, status, decided_by, decided_label, dec
 FROM agentlab_sched.approvals WHERE run_id = %(id)s ORDER BY segment
 
 -- name: list_fires
--- The ledger newest first (fire_history), of schedule %(schedule)s, in status %(status)s, since %(since)s
--- (each when given), at most %(limit)s (lifecycle.Fire). In the view's own order (created_at DESC, id
+-- The ledger newest first (fire_history), of schedule %(schedule)s, in status %(status)s, since %(since)s,
+-- older than the key (%(before_at)s, %(before_id)s) (the created_at and id of the last fire of the previous
+-- page; each when given), at most %(limit)s (lifecycle.Fire). In the view's own order (created_at DESC, id
 -- DESC): an ORDER BY here too would keep PostgreSQL from planning the view for the first rows only (the
 -- LIMIT reaches into a subquery only when nothing is left to sort above it), and it would read, render and
--- sort the whole ledger to return 50 rows; so the rows come by fires_created_idx, newest first.
+-- sort the whole ledger to return 50 rows; so the rows come by fires_created_idx, newest first, and the
+-- key, in the index's own columns, is where its scan starts.
 SELECT fire_id, schedule_id, schedule_name, fire_at, kind, status, reason_code, reason, run_id, run_status,
        created_at, requested_by, timezone
 FROM agentlab_sched.fire_history
 WHERE (%(schedule)s::text IS NULL OR schedule_name = %(schedule)s::text)
   AND (%(status)s::text IS NULL OR status = %(status)s::text)
   AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s::timestamptz)
+  AND (%(before_at)s::timestamptz IS NULL
+       OR (created_at, fire_id) < (%(before_at)s::timestamptz, %(before_id)s::bigint))
 LIMIT %(limit)s
+
+-- name: fire_created_at
+-- When fire %(id)s was written (its place in the ledger's order, with its id), NULL when there is no such
+-- fire: the key of a page of list_fires. Found by the primary key (id, fire_at) of each partition.
+SELECT max(created_at) AS created_at FROM agentlab_sched.fires WHERE id = %(id)s::bigint
 
 -- name: schedule_exists
 -- Whether there is a schedule named %(name)s.
