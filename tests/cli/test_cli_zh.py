@@ -4,9 +4,7 @@ runs and approvals in it, prints no English word outside names and values."""
 from __future__ import annotations
 
 import re
-from typing import Any
 
-import psycopg
 from typer.testing import CliRunner
 
 from agentlab_sched import database as db
@@ -15,6 +13,7 @@ from agentlab_sched.cli import app
 from agentlab_sched.database.connections import display_url
 from agentlab_sched.firing import requests, tick
 from agentlab_sched.schedules.replan import replan
+from tests.support.rows import SyncConn
 
 ENV = {"AGENTLAB_SCHED_LOCALE": "zh-CN", "AGENTLAB_SCHED_DATABASE_URL": None, "AGENTLAB_SCHED_SECRET_KEY": None}
 
@@ -78,7 +77,7 @@ async def _populate(url: str) -> str:
         await conn.close()
 
 
-def test_every_command_reads_in_chinese(db_url: str, sync_conn: psycopg.Connection[Any]) -> None:
+def test_every_command_reads_in_chinese(db_url: str, sync_conn: SyncConn) -> None:
     import asyncio
 
     run = asyncio.run(_populate(db_url))

@@ -34,7 +34,7 @@ import procrastinate
 import psycopg
 import pytest
 from procrastinate.testing import InMemoryConnector
-from psycopg.rows import dict_row
+from psycopg.rows import TupleRow, dict_row
 
 import agentlab_sched
 from agentlab_sched.database import citus_step, queries
@@ -275,7 +275,7 @@ def test_what_blocks_distributing_the_hot_tables_of_the_real_schema(cluster: Any
     url = citus_database(cluster, "sched_hot")
     migrate(url, locale="en")
 
-    def refused(conn: psycopg.Connection[Any], statement: str) -> str:
+    def refused(conn: psycopg.Connection[TupleRow], statement: str) -> str:
         with pytest.raises(psycopg.Error) as no:
             conn.execute(statement)
         return str(no.value)

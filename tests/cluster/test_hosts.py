@@ -30,7 +30,7 @@ from typer.testing import CliRunner
 from agentlab_sched.cli import app as cli_app
 from agentlab_sched.database.migrate import migrate
 from agentlab_sched.runs import lifecycle
-from tests.support.rows import fetched
+from tests.support.rows import SyncConn, fetched
 
 HOSTS = 4
 ECHO_SCHEDULES = 60
@@ -84,7 +84,7 @@ def _wait(what: str, check: Any, limit: float) -> Any:
     raise AssertionError(f"timed out after {limit:.0f} s waiting for {what}")
 
 
-def _running_runs_of(conn: psycopg.Connection[Any], worker_name: str) -> set[str]:
+def _running_runs_of(conn: SyncConn, worker_name: str) -> set[str]:
     """The sleep runs (30 s: still running when the host goes) running now on the Procrastinate worker of
     agentlab-sched worker ``worker_name``."""
     rows = conn.execute(

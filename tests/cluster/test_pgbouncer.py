@@ -30,6 +30,7 @@ from agentlab_sched.runs import lifecycle
 from agentlab_sched.schedules import admin
 from agentlab_sched.settings import Settings
 from agentlab_sched.worker.process import run_worker
+from tests.support.rows import Conn
 
 KEY = Fernet.generate_key().decode()
 SETTINGS = Settings(locale="en", secret_keys=(KEY,), webhook_allow_private=True)
@@ -82,7 +83,7 @@ def _pooled_transactions(pgbouncer: Any, dbname: str) -> int:
     return 0
 
 
-async def _runs(conn: psycopg.AsyncConnection[Any], schedule: str) -> list[dict[str, Any]]:
+async def _runs(conn: Conn, schedule: str) -> list[dict[str, Any]]:
     cur = await conn.execute(
         """SELECT r.id, r.status FROM agentlab_sched.runs r JOIN agentlab_sched.schedules s ON s.id = r.schedule_id
            WHERE s.name = %s ORDER BY r.created_at""",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from agentlab_sched import messages
@@ -16,9 +18,9 @@ from agentlab_sched.errors import ValidationError
         ({"dst_repeat": "never"}, "dst_repeat", 'dst_repeat: "never" is not allowed; choose one of first, last, both'),
     ],
 )
-def test_unknown_dst_policy_is_named(kwargs: dict[str, str], field: str, en: str) -> None:
+def test_unknown_dst_policy_is_named(kwargs: dict[str, Any], field: str, en: str) -> None:
     with pytest.raises(ValidationError) as caught:
-        cron.parse("0 9 * * *", **kwargs)  # type: ignore[arg-type]
+        cron.parse("0 9 * * *", **kwargs)
     assert (caught.value.code, caught.value.field) == ("schedule.unknown_value", field)
     assert caught.value.message("en") == en
     assert messages.CATALOG["schedule.unknown_value"]["zh-CN"].startswith("「{field}」")

@@ -13,14 +13,13 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentlab_sched.core import cron as cronlib
 from agentlab_sched.errors import ValidationError
-from tests.support.rows import fetched
+from tests.support.rows import SyncConn, fetched
 
 #: (zone, an instant near a transition of it).
 TRANSITIONS = [
@@ -47,7 +46,7 @@ def python_due(cron: cronlib.Cron, tz: str, start: datetime, end: datetime) -> s
     return due
 
 
-def sql_due(conn: psycopg.Connection[Any], row: dict[str, Any], instants: list[datetime]) -> set[datetime]:
+def sql_due(conn: SyncConn, row: dict[str, Any], instants: list[datetime]) -> set[datetime]:
     """The instants SQL finds due, one check each."""
     rows = conn.execute(
         "SELECT u.t FROM unnest(%(times)s::timestamptz[]) u(t)"
@@ -58,7 +57,7 @@ def sql_due(conn: psycopg.Connection[Any], row: dict[str, Any], instants: list[d
     return {r["t"].astimezone(UTC) for r in rows}
 
 
-def check(conn: psycopg.Connection[Any], row: dict[str, Any], start: datetime, end: datetime, every: timedelta) -> None:
+def check(conn: SyncConn, row: dict[str, Any], start: datetime, end: datetime, every: timedelta) -> None:
     """SQL and Python agree on every instant of [start, end] on a grid of `every`, and around each due time."""
     cron = cronlib.parse(row["cron"], dst_gap=row["dst_gap"], dst_repeat=row["dst_repeat"], seed=row["name"])
     due = python_due(cron, row["timezone"], start, end)
@@ -96,7 +95,7 @@ NAMES = st.sampled_from(["s", "nightly report", "报表", "x" * 40])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.sampled_from(TRANSITIONS), HOURS, MINUTES, SECONDS, POLICIES, NAMES)
 def test_sql_and_python_agree_around_dst_transitions(
-    sql: psycopg.Connection[Any],
+    sql: SyncConn,
     transition: tuple[str, datetime],
     hours: str,
     minutes: str,
@@ -122,9 +121,7 @@ DOW = st.sampled_from(["*", "?", "MON", "1-5", "SAT-SUN", "5L", "FRI#2", "0#5", 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(DOM, MONTHS, DOW, st.sampled_from(["UTC", "Europe/Berlin", "Asia/Tokyo"]), NAMES)
-def test_sql_and_python_agree_on_day_rules(
-    sql: psycopg.Connection[Any], dom: str, month: str, dow: str, tz: str, name: str
-) -> None:
+def test_sql_and_python_agree_on_day_rules(sql: SyncConn, dom: str, month: str, dow: str, tz: str, name: str) -> None:
     expr = f"0 9 {dom} {month} {dow}"
     try:
         cronlib.parse(expr)
@@ -147,7 +144,7 @@ def test_sql_and_python_agree_on_day_rules(
         "0 0 * * * 30",  # six fields: seconds last
     ],
 )
-def test_sql_and_python_agree_on_years_macros_and_seconds(sql: psycopg.Connection[Any], expr: str) -> None:
+def test_sql_and_python_agree_on_years_macros_and_seconds(sql: SyncConn, expr: str) -> None:
     start = datetime(2026, 12, 1, tzinfo=UTC)
     check(sql, _row(expr, "Europe/Berlin"), start, start + timedelta(days=30), timedelta(minutes=30))
     check(
@@ -168,12 +165,12 @@ def test_sql_and_python_agree_on_years_macros_and_seconds(sql: psycopg.Connectio
     ],
 )
 @pytest.mark.parametrize("tz", ["UTC", "America/New_York", "Australia/Lord_Howe"])
-def test_sql_and_python_agree_on_intervals(sql: psycopg.Connection[Any], expr: str, tz: str) -> None:
+def test_sql_and_python_agree_on_intervals(sql: SyncConn, expr: str, tz: str) -> None:
     at = datetime(2026, 3, 8, 7, tzinfo=UTC)
     check(sql, _row(expr, tz), at - timedelta(hours=3), at + timedelta(hours=3), timedelta(seconds=5))
 
 
-def test_the_first_time_that_is_not_due_is_named(sql: psycopg.Connection[Any]) -> None:
+def test_the_first_time_that_is_not_due_is_named(sql: SyncConn) -> None:
     times = [datetime(2026, 1, 1, h, tzinfo=UTC) for h in (0, 1, 2)] + [datetime(2026, 1, 1, 2, 30, tzinfo=UTC)]
     ask = "SELECT agentlab_sched.cron_not_due('0 * * * *', 'UTC', 'shift', 'first', 's', %s::timestamptz[]) AS k"
     assert fetched(sql.execute(ask, (times,)).fetchone())["k"] == 4
@@ -181,7 +178,7 @@ def test_the_first_time_that_is_not_due_is_named(sql: psycopg.Connection[Any]) -
     assert fetched(sql.execute(ask, ([datetime(2026, 1, 1, 0, 0, 0, 1, tzinfo=UTC)],)).fetchone())["k"] == 1
 
 
-def test_checking_a_whole_backfill_is_cheap(sql: psycopg.Connection[Any]) -> None:
+def test_checking_a_whole_backfill_is_cheap(sql: SyncConn) -> None:
     """The most a backfill can name (the limit's 1000 due times), checked in one call."""
     cron = cronlib.parse("H 2 * * *", seed="s")
     times = list(itertools.islice(cron.iter_from(datetime(2026, 1, 1, tzinfo=UTC), "America/New_York"), 1000))

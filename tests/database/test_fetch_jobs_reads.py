@@ -6,13 +6,12 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-import psycopg
-
 from agentlab_sched.firing import tick
 from tests.support.firing_helpers import EN, NINE
+from tests.support.rows import Conn, SyncConn
 
 
-def _reads(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+def _reads(conn: SyncConn) -> dict[str, Any]:
     row = conn.execute(
         """SELECT seq_scan, seq_tup_read, idx_tup_fetch FROM pg_stat_xact_user_tables
            WHERE relid = 'public.procrastinate_jobs'::regclass"""
@@ -21,7 +20,7 @@ def _reads(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     return dict(row)
 
 
-def test_taking_ten_of_two_thousand_locked_jobs_reads_a_few_rows(sync_conn: psycopg.Connection[Any]) -> None:
+def test_taking_ten_of_two_thousand_locked_jobs_reads_a_few_rows(sync_conn: SyncConn) -> None:
     sync_conn.execute(
         """INSERT INTO procrastinate_jobs (queue_name, task_name, lock, args, status)
            SELECT 'default', 'demo.echo', 'schedule-' || (g % 1500), '{}', 'todo' FROM generate_series(1, 2000) g"""
@@ -42,7 +41,7 @@ def test_taking_ten_of_two_thousand_locked_jobs_reads_a_few_rows(sync_conn: psyc
     assert after["idx_tup_fetch"] - before["idx_tup_fetch"] < 100, (before, after)
 
 
-def test_taking_jobs_on_statistics_of_an_empty_queue_looks_each_lock_up(sync_conn: psycopg.Connection[Any]) -> None:
+def test_taking_jobs_on_statistics_of_an_empty_queue_looks_each_lock_up(sync_conn: SyncConn) -> None:
     """Statistics taken while the queue was empty (the start of a storm) do not make the lock checks scan:
     with 500 jobs doing and 1,500 waiting, each with a lock of its own, taking ten reads a few rows."""
     sync_conn.execute("ANALYZE procrastinate_jobs")  # empty
@@ -65,7 +64,7 @@ def test_taking_jobs_on_statistics_of_an_empty_queue_looks_each_lock_up(sync_con
     assert after["idx_tup_fetch"] - before["idx_tup_fetch"] < 100, (before, after)
 
 
-def test_a_job_behind_a_waiting_job_of_its_lock_is_passed_over(sync_conn: psycopg.Connection[Any]) -> None:
+def test_a_job_behind_a_waiting_job_of_its_lock_is_passed_over(sync_conn: SyncConn) -> None:
     sync_conn.execute(
         """INSERT INTO procrastinate_jobs (queue_name, task_name, lock, args, status, priority)
            VALUES ('default', 'demo.echo', 'a', '{}', 'todo', 0), ('default', 'demo.echo', 'a', '{}', 'todo', 5),
@@ -87,14 +86,14 @@ def test_a_job_behind_a_waiting_job_of_its_lock_is_passed_over(sync_conn: psycop
 BIG = ("procrastinate_jobs", "procrastinate_events", "runs", "fires", "schedules")
 
 
-async def _scans(conn: psycopg.AsyncConnection[Any]) -> dict[str, int]:
+async def _scans(conn: Conn) -> dict[str, int]:
     cur = await conn.execute(
         "SELECT relname, seq_scan FROM pg_stat_xact_user_tables WHERE relname = ANY(%s)", (list(BIG),)
     )
     return {r["relname"]: r["seq_scan"] for r in await cur.fetchall()}
 
 
-async def _take_and_finish(conn: psycopg.AsyncConnection[Any], worker: int, wanted: int) -> list[dict[str, Any]]:
+async def _take_and_finish(conn: Conn, worker: int, wanted: int) -> list[dict[str, Any]]:
     """Take up to ``wanted`` jobs as ``agentlab-sched worker`` does, and finish them all as succeeded."""
     cur = await conn.execute("SELECT id, run FROM agentlab_sched.fetch_jobs(NULL, %s, %s)", (worker, wanted))
     taken = await cur.fetchall()
@@ -111,7 +110,7 @@ async def _take_and_finish(conn: psycopg.AsyncConnection[Any], worker: int, want
     return taken
 
 
-async def test_taking_and_finishing_runs_jobs_scans_no_big_table(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_taking_and_finishing_runs_jobs_scans_no_big_table(conn: Conn) -> None:
     """2000 runs queued by a fire: taking ten of their jobs (with their runs' context) and finishing them
     (with their results) looks rows up by index in every table that grows with the schedules."""
     await conn.execute("SELECT agentlab_sched.register_tasks(ARRAY['demo.echo'])")
@@ -135,7 +134,7 @@ async def test_taking_and_finishing_runs_jobs_scans_no_big_table(conn: psycopg.A
     assert await cur.fetchone() == {"n": 10}
 
 
-async def _index_reads(conn: psycopg.AsyncConnection[Any], table: str) -> int:
+async def _index_reads(conn: Conn, table: str) -> int:
     """Rows this transaction fetched by index (or read by a scan) in ``table``'s partitions."""
     cur = await conn.execute(
         """SELECT coalesce(sum(t.idx_tup_fetch + t.seq_tup_read), 0)::bigint AS n FROM pg_stat_xact_user_tables t
@@ -147,7 +146,7 @@ async def _index_reads(conn: psycopg.AsyncConnection[Any], table: str) -> int:
     return int(row["n"])
 
 
-async def test_plans_kept_from_an_empty_ledger_still_look_runs_up_by_job(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_plans_kept_from_an_empty_ledger_still_look_runs_up_by_job(conn: Conn) -> None:
     """A worker's session keeps the plans of taking and finishing jobs from its first calls, made while
     the day's partitions of runs and fires were nearly empty (a new day, a new database): when 2000 runs
     are then queued at once, taking and finishing ten still reads their rows by index, not every run of

@@ -10,7 +10,6 @@ import time
 from datetime import timedelta
 from typing import Any
 
-import psycopg
 from procrastinate import jobs as pjobs
 
 from agentlab_sched import database as db
@@ -18,7 +17,7 @@ from agentlab_sched.demo import make_app
 from agentlab_sched.firing import hooks
 from agentlab_sched.firing.tick import fire_due
 from tests.support.firing_helpers import EN, NINE, fires, make_schedule, runs_of
-from tests.support.rows import fetched
+from tests.support.rows import Conn, fetched
 
 
 class _Lazy:
@@ -33,7 +32,7 @@ class _Broken:
         raise RuntimeError("no translation catalogue loaded")
 
 
-async def test_nothing_a_resolver_raises_fails_the_batch(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_nothing_a_resolver_raises_fails_the_batch(conn: Conn) -> None:
     reasons: dict[str, Any] = {"lazy": _Lazy(), "broken": _Broken(), "number": 404, "nul": "bad\x00byte", "empty": ""}
     ids = {name: await make_schedule(conn, name, task=f"t.{name}") for name in reasons}
     fine = await make_schedule(conn, "fine")
@@ -63,7 +62,7 @@ async def test_nothing_a_resolver_raises_fails_the_batch(conn: psycopg.AsyncConn
     assert [f["status"] for f in await fires(conn, fine)] == ["started"]
 
 
-async def _old_run_with_a_running_job(conn: psycopg.AsyncConnection[Any], sid: int) -> int:
+async def _old_run_with_a_running_job(conn: Conn, sid: int) -> int:
     cur = await conn.execute(
         """SELECT (procrastinate_defer_jobs_v1(ARRAY[ROW('default', 'reports.slow', 0, NULL, NULL, '{}'::jsonb,
                   NULL)::procrastinate_job_to_defer_v1]))[1] AS id"""
@@ -78,7 +77,7 @@ async def _old_run_with_a_running_job(conn: psycopg.AsyncConnection[Any], sid: i
     return job_id
 
 
-async def test_a_slow_resolver_delays_only_its_own_schedule(db_url: str, conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_a_slow_resolver_delays_only_its_own_schedule(db_url: str, conn: Conn) -> None:
     """batch_size 2, a 3 s resolver: another worker claims and fires everything else meanwhile, and
     Procrastinate finishing the slow schedule's previous job is not held up."""
     slow = await make_schedule(conn, "slow", task="reports.slow")  # due first: in worker one's first batch
@@ -132,9 +131,7 @@ async def test_a_slow_resolver_delays_only_its_own_schedule(db_url: str, conn: p
     }
 
 
-async def test_a_schedule_paused_while_its_resolver_runs_does_not_fire(
-    db_url: str, conn: psycopg.AsyncConnection[Any]
-) -> None:
+async def test_a_schedule_paused_while_its_resolver_runs_does_not_fire(db_url: str, conn: Conn) -> None:
     sid = await make_schedule(conn, "slow", task="reports.slow")
     resolving, release = asyncio.Event(), asyncio.Event()
 
@@ -161,7 +158,7 @@ async def test_a_schedule_paused_while_its_resolver_runs_does_not_fire(
     assert await cur.fetchone() == {"enabled": False, "next_run_at": None, "resolving_until": None}
 
 
-async def test_a_resolver_that_never_answers_times_out(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_a_resolver_that_never_answers_times_out(conn: Conn) -> None:
     sid = await make_schedule(conn, "slow", task="reports.slow")
     fine = await make_schedule(conn, "fine")
 
@@ -189,7 +186,7 @@ async def test_a_resolver_that_never_answers_times_out(conn: psycopg.AsyncConnec
     assert [f["status"] for f in await fires(conn, fine)] == ["started"]
 
 
-async def test_a_blocking_resolver_never_blocks_the_event_loop(conn: psycopg.AsyncConnection[Any]) -> None:
+async def test_a_blocking_resolver_never_blocks_the_event_loop(conn: Conn) -> None:
     sid = await make_schedule(conn, "sync", task="reports.sync")
     threads: list[str] = []
 

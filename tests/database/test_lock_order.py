@@ -7,24 +7,23 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
-import psycopg
 import pytest
 
 from agentlab_sched import database as db
 from agentlab_sched.firing import tick as tick_module
 from agentlab_sched.firing.tick import fire_due
 from tests.support.firing_helpers import EN, NINE, fires, job, make_schedule, next_of, runs_of
-from tests.support.rows import fetched
+from tests.support.rows import Conn, fetched
 
 
-async def _blocked_on_a_lock(conn: psycopg.AsyncConnection[Any], pid: int) -> bool:
+async def _blocked_on_a_lock(conn: Conn, pid: int) -> bool:
     cur = await conn.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,))
     row = await cur.fetchone()
     return bool(row and row["wait_event_type"] == "Lock")
 
 
 async def test_cancel_other_and_a_worker_finishing_a_failed_job_never_deadlock(
-    db_url: str, conn: psycopg.AsyncConnection[Any], monkeypatch: pytest.MonkeyPatch
+    db_url: str, conn: Conn, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The tick holds the schedule (its claim); a worker finishes the running job as failed (job, run, then
     the schedule, to count the failure: it waits for the tick); then the tick's cancel_other wants that
@@ -85,7 +84,7 @@ async def test_cancel_other_and_a_worker_finishing_a_failed_job_never_deadlock(
 
 
 @pytest.mark.parametrize("sqlstate", ["40001", "40P01", "55P03"])
-async def test_a_transient_error_is_tried_again_not_recorded(conn: psycopg.AsyncConnection[Any], sqlstate: str) -> None:
+async def test_a_transient_error_is_tried_again_not_recorded(conn: Conn, sqlstate: str) -> None:
     flaky = await make_schedule(conn, "flaky", overlap="allow_all")
     fine = await make_schedule(conn, "fine")
     await conn.execute(

@@ -8,11 +8,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg.rows import DictRow
 
 from agentlab_sched.observe import health
+from tests.support.rows import Conn, fetched
 
-Conn = psycopg.AsyncConnection[DictRow]
 #: A day boundary (partitions are UTC days) far from the real clock: no partition exists for it.
 MIDNIGHT = datetime(2031, 3, 1, tzinfo=UTC)
 
@@ -23,7 +22,7 @@ async def _schedule(conn: Conn, name: str = "s") -> int:
         " VALUES (%s, '0 * * * *', 't', NULL) RETURNING id",
         (name,),
     )
-    return (await cur.fetchone())["id"]  # type: ignore[index]
+    return fetched(await cur.fetchone())["id"]
 
 
 async def _fire(conn: Conn, sid: int, at: datetime) -> None:
@@ -72,7 +71,7 @@ async def test_the_same_due_time_is_refused_in_any_partition_and_at_a_boundary(c
         async with conn.transaction():
             await _fire(conn, sid, later)
     cur = await conn.execute("SELECT agentlab_sched.ensure_partitions(%s) AS made", (later,))
-    made = (await cur.fetchone())["made"]  # type: ignore[index]
+    made = fetched(await cur.fetchone())["made"]
     assert made["moved"] == 1
     assert (await _where(conn, "fires"))[-1] == ("agentlab_sched_history.fires_p20310331", later)
     with pytest.raises(psycopg.errors.UniqueViolation):
@@ -86,7 +85,7 @@ async def test_a_row_without_a_partition_is_kept_in_the_default_and_doctor_says_
     await _fire(conn, sid, MIDNIGHT)
     await _fire(conn, sid, MIDNIGHT + timedelta(hours=1))
     cur = await conn.execute("SELECT agentlab_sched.doctor_facts() AS f")
-    facts = (await cur.fetchone())["f"]  # type: ignore[index]
+    facts = fetched(await cur.fetchone())["f"]
     assert facts["default_partition_rows"] == {"fires": 2}
     [finding] = health._default_partitions(facts)
     assert (finding.check, finding.level) == ("partitions", "warning")
@@ -101,7 +100,7 @@ async def test_a_row_without_a_partition_is_kept_in_the_default_and_doctor_says_
     cur = await conn.execute(
         "SELECT agentlab_sched.housekeeping(%s::timestamptz) -> 'partitions' AS p", (MIDNIGHT - timedelta(days=3),)
     )
-    made = (await cur.fetchone())["p"]  # type: ignore[index]
+    made = fetched(await cur.fetchone())["p"]
     assert made["moved"] == 2
     assert [p for p in await _parts(conn, "fires") if p.startswith("fires_p2031")] == [
         "fires_p20310226",
@@ -110,7 +109,7 @@ async def test_a_row_without_a_partition_is_kept_in_the_default_and_doctor_says_
         "fires_p20310301",  # made for the rows moved out of the default partition
     ]
     cur = await conn.execute("SELECT agentlab_sched.doctor_facts() AS f")
-    assert (await cur.fetchone())["f"]["default_partition_rows"] == {}  # type: ignore[index]
+    assert fetched(await cur.fetchone())["f"]["default_partition_rows"] == {}
     assert [p for p, _ in await _where(conn, "fires")] == ["agentlab_sched_history.fires_p20310301"] * 2
 
 
@@ -135,9 +134,9 @@ async def test_retention_drops_whole_partitions_but_keeps_a_notification_still_t
         "SELECT count(*) AS n FROM agentlab_sched.history_partitions() WHERE upper_bound <= %s AND part <> %s",
         (MIDNIGHT - timedelta(days=30), "outbox_p20301231"),
     )
-    expected = (await cur.fetchone())["n"]  # type: ignore[index]
+    expected = fetched(await cur.fetchone())["n"]
     cur = await conn.execute("SELECT agentlab_sched.prune(interval '30 days', %s) AS r", (MIDNIGHT,))
-    assert (await cur.fetchone())["r"] == {  # type: ignore[index]
+    assert fetched(await cur.fetchone())["r"] == {
         "fires": 1,
         "runs": 0,
         "jobs": 0,
@@ -149,13 +148,13 @@ async def test_retention_drops_whole_partitions_but_keeps_a_notification_still_t
     assert "schedule_changes_p203012" not in await _parts(conn, "schedule_changes")
     assert "outbox_p20301231" in await _parts(conn, "outbox")
     cur = await conn.execute("SELECT count(*) AS n FROM agentlab_sched.schedule_changes WHERE changed_at = %s", (old,))
-    assert (await cur.fetchone())["n"] == 0  # type: ignore[index]
+    assert fetched(await cur.fetchone())["n"] == 0
     await conn.execute("UPDATE agentlab_sched.outbox SET status = 'sent'")
     cur = await conn.execute("SELECT agentlab_sched.prune(interval '30 days', %s) -> 'partitions' AS n", (MIDNIGHT,))
-    assert (await cur.fetchone())["n"] == 1  # type: ignore[index]
+    assert fetched(await cur.fetchone())["n"] == 1
     assert "outbox_p20301231" not in await _parts(conn, "outbox")
     cur = await conn.execute("SELECT count(*) AS n FROM agentlab_sched.outbox")
-    assert (await cur.fetchone())["n"] == 0  # type: ignore[index]
+    assert fetched(await cur.fetchone())["n"] == 0
 
 
 async def test_a_runs_notification_is_once_only_across_the_outbox_partitions(conn: Conn) -> None:

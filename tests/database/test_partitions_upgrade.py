@@ -17,6 +17,7 @@ from agentlab_sched import database as db
 from agentlab_sched.database import migrate as migrate_module
 from agentlab_sched.firing.tick import fire_due
 from tests.support.firing_helpers import EN, make_schedule
+from tests.support.rows import fetched
 
 #: A minute boundary: every schedule below is due each minute from here.
 T0 = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
@@ -30,7 +31,7 @@ async def _waiting_on_locks(conn: psycopg.AsyncConnection[DictRow], n: int) -> N
         cur = await conn.execute(
             "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
         )
-        if (await cur.fetchone())["n"] >= n:  # type: ignore[index]
+        if fetched(await cur.fetchone())["n"] >= n:
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"{n} sessions never waited for a lock")
@@ -54,7 +55,7 @@ async def test_migrate_keeps_the_history_and_a_concurrent_tick_loses_nothing(
     ticker = await db.connect(empty_db_url, locale="en")
     try:
         cur = await conn.execute("SELECT relkind FROM pg_class WHERE oid = 'agentlab_sched.fires'::regclass")
-        assert (await cur.fetchone())["relkind"] == "r"  # type: ignore[index]
+        assert fetched(await cur.fetchone())["relkind"] == "r"
         for i in range(SCHEDULES):
             await make_schedule(conn, f"s{i:02}", cron="* * * * *", timezone="UTC", next_run_at=T0, overlap="allow_all")
         for minute in range(2):
@@ -89,7 +90,7 @@ async def test_migrate_keeps_the_history_and_a_concurrent_tick_loses_nothing(
         assert await firing == 5 * SCHEDULES
 
         cur = await conn.execute("SELECT relkind FROM pg_class WHERE oid = 'agentlab_sched.fires'::regclass")
-        assert (await cur.fetchone())["relkind"] == "p"  # type: ignore[index]
+        assert fetched(await cur.fetchone())["relkind"] == "p"
         cur = await conn.execute("SELECT id, schedule_id, fire_at, run_id FROM agentlab_sched.fires ORDER BY id")
         fires = await cur.fetchall()
         cur = await conn.execute("SELECT id, fire_id, created_at FROM agentlab_sched.runs ORDER BY id")
@@ -111,7 +112,7 @@ async def test_migrate_keeps_the_history_and_a_concurrent_tick_loses_nothing(
         report = await fire_due(conn, T0 + timedelta(minutes=7, seconds=1), settings=EN)
         assert report.fires.get("started") == SCHEDULES
         cur = await conn.execute("SELECT count(*) AS n FROM agentlab_sched.fires")
-        assert (await cur.fetchone())["n"] == 8 * SCHEDULES  # type: ignore[index]
+        assert fetched(await cur.fetchone())["n"] == 8 * SCHEDULES
     finally:
         await conn.close()
         await ticker.close()

@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg.rows import dict_row
+from psycopg.rows import TupleRow, dict_row
 from typer.testing import CliRunner, Result
 
 from agentlab_sched import database as db
@@ -104,7 +104,7 @@ def test_roles_create_makes_three_roles_once_with_the_names_asked_for(db_url: st
 # --------------------------------------------------------------------------------------------------
 
 
-def denied(conn: psycopg.Connection[Any], statement: str, *args: Any) -> None:
+def denied(conn: psycopg.Connection[TupleRow], statement: str, *args: Any) -> None:
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
         conn.execute(statement, args)
 

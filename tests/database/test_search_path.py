@@ -20,7 +20,7 @@ from agentlab_sched.firing.requests import backfill, trigger
 from agentlab_sched.firing.tick import fire_due
 from agentlab_sched.runs import lifecycle
 from tests.support.firing_helpers import EN, NINE, make_schedule, set_job_status
-from tests.support.rows import SyncConn, fetched
+from tests.support.rows import Conn, SyncConn, fetched
 from tests.support.runs import ask, launch
 from tests.support.security_helpers import Roles
 
@@ -79,13 +79,13 @@ def plant(db_url: str, roles: Roles) -> str:
     return evil
 
 
-async def calls(conn: psycopg.AsyncConnection[Any]) -> list[dict[str, Any]]:
+async def calls(conn: Conn) -> list[dict[str, Any]]:
     cur = await conn.execute("SELECT called, by_role FROM public.hijack_log")
     return await cur.fetchall()
 
 
 async def test_objects_planted_in_public_are_never_called_by_our_functions(
-    db_url: str, roles: Roles, conn: psycopg.AsyncConnection[Any]
+    db_url: str, roles: Roles, conn: Conn
 ) -> None:
     evil = plant(db_url, roles)
     # The scheduler does not fire while another role may create in public or owns objects there (the next
@@ -139,9 +139,7 @@ async def test_objects_planted_in_public_are_never_called_by_our_functions(
     assert await calls(conn) == [{"called": "||(text, bigint)", "by_role": (await who(conn))}]
 
 
-async def test_the_scheduler_refuses_to_fire_while_public_is_unsafe(
-    db_url: str, roles: Roles, conn: psycopg.AsyncConnection[Any]
-) -> None:
+async def test_the_scheduler_refuses_to_fire_while_public_is_unsafe(db_url: str, roles: Roles, conn: Conn) -> None:
     """Procrastinate's functions search public: a planted unnest(procrastinate_job_to_defer_v1[]) would be
     called by procrastinate_defer_jobs_v1() inside our launch, as the owner. So migrate, the tick and the
     requests refuse while another role may create in public, and while a role not trusted owns a function
@@ -192,7 +190,7 @@ async def test_the_scheduler_refuses_to_fire_while_public_is_unsafe(
     migrate(db_url)
 
 
-async def who(conn: psycopg.AsyncConnection[Any]) -> str:
+async def who(conn: Conn) -> str:
     cur = await conn.execute("SELECT current_user AS me")
     return fetched(await cur.fetchone())["me"]
 

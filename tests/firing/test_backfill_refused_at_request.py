@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import psycopg
 import pytest
@@ -15,13 +14,14 @@ from hypothesis import strategies as st
 
 from agentlab_sched.core import cron as cronlib
 from agentlab_sched.limits import LIMITS
+from tests.support.rows import SyncConn
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 LIMIT = LIMITS["backfill_times"]
 S = "agentlab_sched"
 
 
-def _refusal(conn: psycopg.Connection[Any], *args: object) -> psycopg.Error:
+def _refusal(conn: SyncConn, *args: object) -> psycopg.Error:
     with pytest.raises(psycopg.errors.InvalidParameterValue) as caught:
         conn.execute(f"SELECT {S}.backfill(%s, %s, %s)", args)
     return caught.value
@@ -38,7 +38,7 @@ def _refusal(conn: psycopg.Connection[Any], *args: object) -> psycopg.Error:
     ],
 )
 def test_an_over_limit_range_is_refused_when_asked(
-    sync_conn: psycopg.Connection[Any], cron: str, timezone: str, span: timedelta
+    sync_conn: SyncConn, cron: str, timezone: str, span: timedelta
 ) -> None:
     sync_conn.execute(f"SELECT {S}.schedule('busy', %s, 'demo.echo', '{{}}', %s)", (cron, timezone))
     sync_conn.execute("SET agentlab_sched.locale = 'en'")
@@ -57,7 +57,7 @@ def test_an_over_limit_range_is_refused_when_asked(
     assert exact == LIMIT + 1  # the worker would refuse it too
 
 
-def test_a_range_within_the_limit_is_asked_for(sync_conn: psycopg.Connection[Any]) -> None:
+def test_a_range_within_the_limit_is_asked_for(sync_conn: SyncConn) -> None:
     sync_conn.execute(f"SELECT {S}.schedule('busy', '* * * * *', 'demo.echo')")
     row = sync_conn.execute(f"SELECT {S}.backfill('busy', %s, %s) AS id", (T0, T0 + timedelta(hours=16))).fetchone()
     assert row is not None and row["id"] > 0  # 961 due times: the worker fires them
@@ -80,10 +80,10 @@ ZONES = st.sampled_from(["UTC", "America/New_York", "Europe/London", "Australia/
     factor=st.floats(min_value=0.5, max_value=3.0),
 )
 def test_the_bound_never_refuses_what_the_worker_would_fire(
-    sync_conn: psycopg.Connection[Any], cron: str, timezone: str, gap: str, start_days: int, factor: float
+    sync_conn: SyncConn, cron: str, timezone: str, gap: cronlib.DstGap, start_days: int, factor: float
 ) -> None:
     """Ranges around the limit: whenever SQL says "surely more", Python's exact count is more."""
-    parsed = cronlib.parse(cron, dst_gap=gap)  # type: ignore[arg-type]
+    parsed = cronlib.parse(cron, dst_gap=gap)
     start = T0 + timedelta(days=start_days, minutes=start_days % 97)
     due = parsed.iter_from(start, timezone, inclusive=True)
     times = list(zip(range(int(LIMIT * factor) + 2), due, strict=False))

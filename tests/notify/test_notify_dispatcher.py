@@ -48,12 +48,14 @@ async def db_now(conn: psycopg.AsyncConnection[DictRow]) -> datetime:
     return row["now"] + timedelta(seconds=1)
 
 
-async def finished_runs(conn: psycopg.AsyncConnection[DictRow], name: str, count: int = 1, **kw: object) -> list[str]:
+async def finished_runs(
+    conn: psycopg.AsyncConnection[DictRow], name: str, count: int = 1, kind: str = "scheduled"
+) -> list[str]:
     sid_cur = await conn.execute("SELECT id FROM agentlab_sched.schedules WHERE name = %s", (name,))
     sid = fetched(await sid_cur.fetchone())["id"]
     runs = []
     for i in range(count):
-        run = await add_run(conn, sid, fire_at=T0 + timedelta(days=i), **kw)  # type: ignore[arg-type]
+        run = await add_run(conn, sid, kind=kind, fire_at=T0 + timedelta(days=i))
         await set_status(conn, run, "succeeded", finished_at=T0 + timedelta(days=i, minutes=3))
         runs.append(run)
     return runs

@@ -15,9 +15,11 @@ from tests.support.notify_fakes import FEISHU_URL, add_run, add_schedule, outbox
 from tests.support.rows import fetched
 
 
-async def subscribed(conn: psycopg.AsyncConnection[DictRow], name: str = "daily-report", **kw: object) -> int:
+async def subscribed(
+    conn: psycopg.AsyncConnection[DictRow], name: str = "daily-report", events: list[str] | None = None
+) -> int:
     sid = await add_schedule(conn, name)
-    await set_webhook(conn, name, url=FEISHU_URL, settings=settings(), **kw)  # type: ignore[arg-type]
+    await set_webhook(conn, name, url=FEISHU_URL, settings=settings(), events=events)
     return sid
 
 

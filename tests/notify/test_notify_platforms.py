@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import hmac
 import json
 from datetime import timedelta
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -40,21 +42,20 @@ from tests.support.notify_fakes import (
 RUN = "5f0c2a9e-1d2b-4c3d-8e4f-5a6b7c8d9e0f"
 
 
-def info(**changes: object) -> EventInfo:
-    base: dict[str, object] = {
-        "event": "failed",
-        "schedule": "daily-report",
-        "timezone": "Asia/Shanghai",
-        "run_id": RUN,
-        "status": "failed",
-        "error": "step fetch_sales: HTTP 502 from the warehouse API",
-        "started_at": T0 + timedelta(seconds=2),
-        "finished_at": T0 + timedelta(minutes=3, seconds=30),
-        "kind": "scheduled",
-        "fire_at": T0,
-    }
-    base.update(changes)
-    return EventInfo(**base)  # type: ignore[arg-type]
+def info(**changes: Any) -> EventInfo:
+    base = EventInfo(
+        event="failed",
+        schedule="daily-report",
+        timezone="Asia/Shanghai",
+        run_id=RUN,
+        status="failed",
+        error="step fetch_sales: HTTP 502 from the warehouse API",
+        started_at=T0 + timedelta(seconds=2),
+        finished_at=T0 + timedelta(minutes=3, seconds=30),
+        kind="scheduled",
+        fire_at=T0,
+    )
+    return dataclasses.replace(base, **changes)
 
 
 def body(raw: bytes) -> dict:

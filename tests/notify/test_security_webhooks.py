@@ -4,6 +4,7 @@ address spelling refused, Markdown and mentions made inert, keys handled without
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import socket
@@ -74,7 +75,7 @@ async def test_a_name_that_answers_public_then_loopback_never_reaches_the_loopba
 ) -> None:
     """The system resolver answers a public address first and 127.0.0.1 afterwards: the sender asks it
     once, checks that answer, and connects to that address; the listener on 127.0.0.1 receives nothing."""
-    port = receiver.server.server_address[1]  # type: ignore[union-attr]
+    port = receiver.port
     asked: list[str] = []
     real = socket.getaddrinfo
 
@@ -98,7 +99,7 @@ async def test_a_name_that_answers_public_then_loopback_never_reaches_the_loopba
 async def test_the_request_goes_to_the_checked_address_with_the_name_as_host(
     receiver: LocalReceiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    port = receiver.server.server_address[1]  # type: ignore[union-attr]
+    port = receiver.port
 
     def nobody(host: Any, *args: Any, **kwargs: Any) -> Any:  # nothing but our resolver may resolve the name
         raise AssertionError(f"resolved again: {host}")
@@ -144,7 +145,7 @@ async def test_no_log_line_carries_a_url_path_or_query(
     caplog.set_level(level)
     for name in ("httpx", "httpcore", "agentlab_sched"):
         logging.getLogger(name).setLevel(level)
-    port = receiver.server.server_address[1]  # type: ignore[union-attr]
+    port = receiver.port
     url = f"http://127.0.0.1:{port}/hooks/path-token-5f3a?key=query-token-77c1"
     async with Sender() as sender:
         assert (await sender.send(post(url), "generic", allow_private=True)).ok
@@ -377,19 +378,18 @@ HOSTILE = {
 }
 
 
-def hostile_info(**changes: object) -> EventInfo:
-    base: dict[str, object] = {
-        "event": "failed",
-        "schedule": HOSTILE["schedule"],
-        "timezone": "Asia/Shanghai",
-        "run_id": "3f2a9c1e-0000-4000-8000-00000000abcd",
-        "status": "failed",
-        "error": HOSTILE["error"],
-        "started_at": T0,
-        "finished_at": T0 + timedelta(minutes=1),
-    }
-    base.update(changes)
-    return EventInfo(**base)  # type: ignore[arg-type]
+def hostile_info(**changes: Any) -> EventInfo:
+    base = EventInfo(
+        event="failed",
+        schedule=HOSTILE["schedule"],
+        timezone="Asia/Shanghai",
+        run_id="3f2a9c1e-0000-4000-8000-00000000abcd",
+        status="failed",
+        error=HOSTILE["error"],
+        started_at=T0,
+        finished_at=T0 + timedelta(minutes=1),
+    )
+    return dataclasses.replace(base, **changes)
 
 
 @pytest.mark.parametrize("fmt", ["feishu", "wecom", "dingtalk"])

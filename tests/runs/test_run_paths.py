@@ -266,13 +266,17 @@ async def test_a_run_retried_counts_once_and_a_success_on_retry_resets(db_url: s
         await app.job_manager.finish_job(running, pjobs.Status.FAILED, delete_job=False)
         return running
 
+    async def retry_now(job_id: int) -> None:
+        """Retried by hand, as the procrastinate shell's retry does: retry_at NULL, at once."""
+        # Procrastinate's SQL takes NULL; its signature says datetime.
+        await app.job_manager.retry_job_by_id_async(job_id, retry_at=None)  # type: ignore[arg-type]
+
     async with opened(app) as wid:
         a = await launch(conn, sid)
         await fail_once(a["job_id"], wid)
         assert (await schedule_row(conn, sid))["consecutive_failures"] == 1
-        # retry_at=None: NULL, at once, which Procrastinate's SQL takes though its signature says datetime.
         for _ in range(2):  # retried by hand (the procrastinate shell's retry) and failing again
-            await app.job_manager.retry_job_by_id_async(a["job_id"], retry_at=None)  # type: ignore[arg-type]
+            await retry_now(a["job_id"])
             assert (await run_row(conn, a["id"]))["status"] == "queued"
             await fail_once(a["job_id"], wid)
         assert (await schedule_row(conn, sid))["consecutive_failures"] == 1
@@ -280,11 +284,11 @@ async def test_a_run_retried_counts_once_and_a_success_on_retry_resets(db_url: s
         await fail_once(b["job_id"], wid)
         assert (await schedule_row(conn, sid))["consecutive_failures"] == 2
         # a succeeds on its retry: the count is reset; failing again afterwards counts again.
-        await app.job_manager.retry_job_by_id_async(a["job_id"], retry_at=None)  # type: ignore[arg-type]
+        await retry_now(a["job_id"])
         running = await fetch(app, wid)
         await app.job_manager.finish_job(running, pjobs.Status.SUCCEEDED, delete_job=False)
         assert (await schedule_row(conn, sid))["consecutive_failures"] == 0
-        await app.job_manager.retry_job_by_id_async(b["job_id"], retry_at=None)  # type: ignore[arg-type]
+        await retry_now(b["job_id"])
         await fail_once(b["job_id"], wid)
         assert (await schedule_row(conn, sid))["consecutive_failures"] == 1
 

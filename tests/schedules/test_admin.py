@@ -8,7 +8,7 @@ import json
 import os
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import pytest
@@ -357,14 +357,15 @@ async def test_a_value_of_the_wrong_type_or_an_unknown_argument_is_refused_clear
     from agentlab_sched.errors import UnknownArgument
 
     with pytest.raises(ValidationError) as refused:
-        await admin.schedule(conn, "x", "0 9 * * *", "demo.echo", misfire_grace="1h")  # type: ignore[arg-type]
+        await admin.schedule(conn, "x", "0 9 * * *", "demo.echo", misfire_grace=cast(Any, "1h"))
     assert refused.value.field == "misfire_grace"
     assert str(refused.value) == 'misfire_grace: "1h" is text (str), not a duration (datetime.timedelta)'
     assert refused.value.message("zh-CN") == (
         '「错过后的补跑宽限」的取值 "1h" 是文本(str),而不是时长(datetime.timedelta)'
     )
+    not_an_option: dict[str, Any] = {"misfire": 60}
     with pytest.raises(UnknownArgument) as unknown:
-        await admin.schedule(conn, "x", "0 9 * * *", "demo.echo", misfire=60)  # type: ignore[call-arg]
+        await admin.schedule(conn, "x", "0 9 * * *", "demo.echo", **not_an_option)
     assert isinstance(unknown.value, TypeError) and unknown.value.field == "misfire"
     assert str(unknown.value).startswith("schedule() has no argument misfire; its arguments are name, cron, task,")
     assert "misfire_grace" in str(unknown.value) and "可用的参数有" in unknown.value.message("zh-CN")
@@ -375,5 +376,5 @@ async def test_a_value_of_the_wrong_type_or_an_unknown_argument_is_refused_clear
     with pytest.raises(ValidationError, match=r"^starts_at: 2026-03-01 09:00:00 has no time zone"):
         await admin.schedule(conn, "x", "0 9 * * *", "demo.echo", starts_at=datetime(2026, 3, 1, 9))
     with pytest.raises(ValidationError, match=r"^timezone: 8 is a whole number"):
-        await admin.schedule(conn, "x", "0 9 * * *", "demo.echo", timezone=8)  # type: ignore[arg-type]
+        await admin.schedule(conn, "x", "0 9 * * *", "demo.echo", timezone=cast(Any, 8))
     assert await admin.list_schedules(conn) == []  # nothing written

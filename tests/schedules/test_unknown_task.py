@@ -50,8 +50,10 @@ async def test_python_warns_with_the_task(conn: psycopg.AsyncConnection[DictRow]
     with pytest.warns(UnknownTaskWarning) as caught:
         s = await admin.schedule(conn, "weekly", "0 9 * * 1", "reports.weekly")
     assert s.task == "reports.weekly"  # saved
-    assert caught[0].message.task == "reports.weekly" and str(caught[0].message) == EN  # type: ignore[union-attr]
-    assert caught[0].message.message("zh-CN").startswith("注意:")  # type: ignore[union-attr]
+    warning = caught[0].message
+    assert isinstance(warning, UnknownTaskWarning)
+    assert warning.task == "reports.weekly" and str(warning) == EN
+    assert warning.message("zh-CN").startswith("注意:")
     with warnings.catch_warnings():
         warnings.simplefilter("error", UnknownTaskWarning)
         await admin.alter(conn, "weekly", cron="0 10 * * 1")  # the task did not change: no warning

@@ -220,9 +220,13 @@ class LocalReceiver:
     server: ThreadingHTTPServer | None = None
 
     @property
+    def port(self) -> int:
+        assert self.server is not None, "the receiver is not started"
+        return self.server.server_port
+
+    @property
     def url(self) -> str:
-        assert self.server is not None
-        return f"http://127.0.0.1:{self.server.server_address[1]}/hooks/agentlab"
+        return f"http://127.0.0.1:{self.port}/hooks/agentlab"
 
     def start(self) -> None:
         receiver = self

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 
 import psycopg
 from psycopg import conninfo, sql
+from psycopg.rows import TupleRow
 
 from agentlab_sched.database.roles import RoleNames, create_roles
 
@@ -51,7 +52,7 @@ class Roles:
         return conninfo.make_conninfo(self.db_url, user=role, password=PASSWORD)
 
     @contextmanager
-    def connect(self, role: str) -> Iterator[psycopg.Connection]:
+    def connect(self, role: str) -> Iterator[psycopg.Connection[TupleRow]]:
         """An autocommit connection as ``role`` (tuple rows)."""
         with psycopg.connect(self.url(role), autocommit=True) as conn:
             yield conn

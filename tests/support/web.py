@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import psycopg
+from psycopg.rows import TupleRow
 from starlette.testclient import TestClient
 
 from agentlab_sched import database as db
@@ -83,7 +84,7 @@ class Web:
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             return pool.submit(asyncio.run, make()).result()
 
-    def owner(self) -> psycopg.Connection[Any]:
+    def owner(self) -> psycopg.Connection[TupleRow]:
         return psycopg.connect(self.db_url, autocommit=True)
 
     def launch(self, name: str) -> str:

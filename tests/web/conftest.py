@@ -10,11 +10,11 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterator
-from typing import Any
 
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.rows import TupleRow
 
 from agentlab_sched.database.roles import RoleNames, create_roles
 from tests.support.web import PASSWORD, Web
@@ -22,7 +22,7 @@ from tests.support.web import PASSWORD, Web
 _counter = itertools.count()
 
 
-def _login(conn: psycopg.Connection[Any], base: str, *member_of: str) -> str:
+def _login(conn: psycopg.Connection[TupleRow], base: str, *member_of: str) -> str:
     name = f"{base}_{os.getpid()}_{next(_counter)}"
     conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(sql.Identifier(name), PASSWORD))
     for group in member_of:

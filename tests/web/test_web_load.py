@@ -11,14 +11,12 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import psycopg
 import pytest
 
 from agentlab_sched.schedules import admin
 from agentlab_sched.web.live import Hub
 from agentlab_sched.web.load import DAY, LoadMap, counts, evaluate, read_groups
-
-Conn = psycopg.AsyncConnection[Any]
+from tests.support.rows import Conn
 
 #: (name, cron, options): each evaluated by the heat map and by admin.upcoming (``schedules next``).
 SCHEDULES: list[tuple[str, str, dict[str, Any]]] = [

@@ -15,7 +15,7 @@ from agentlab_sched.runs import lifecycle
 from agentlab_sched.worker import batch
 from agentlab_sched.worker.process import POLL_FALLBACK
 from tests.support.firing_helpers import make_schedule
-from tests.support.rows import Conn
+from tests.support.rows import Conn, fetched
 from tests.support.runs import launch
 from tests.support.workers import run_in, wait_for, worker
 
@@ -67,7 +67,7 @@ async def test_an_abort_sent_while_the_listener_reconnects_aborts_its_job(db_url
 
         async def gone() -> bool:
             cur = await conn.execute("SELECT count(*) AS n FROM pg_stat_activity WHERE pid = %s", (listener,))
-            return (await cur.fetchone())["n"] == 0  # type: ignore[index]
+            return fetched(await cur.fetchone())["n"] == 0
 
         await wait_for(gone, what="the listener's connection gone")
         began = time.monotonic()

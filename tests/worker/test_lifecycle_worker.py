@@ -15,8 +15,9 @@ import threading
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import procrastinate
 import pytest
 
 from agentlab_sched import current_run, install, messages
@@ -366,10 +367,11 @@ async def test_the_housekeeping_task_checks_and_prunes_with_the_retention_settin
     run = await launch(conn, sid)
     await conn.execute("UPDATE procrastinate_jobs SET status = 'doing' WHERE id = %s", (run["job_id"],))
     app = make_app(db_url)
+    context = cast(procrastinate.JobContext, SimpleNamespace(app=app))  # housekeeping reads only .app
     monkeypatch.setenv("AGENTLAB_SCHED_RETENTION", "30d")
     monkeypatch.setattr(housekeeping, "_pruned_at", {})
     async with app.open_async():
-        done = await housekeeping.housekeeping(SimpleNamespace(app=app), 0)  # type: ignore[arg-type]
+        done = await housekeeping.housekeeping(context, 0)
         # migrate made the days ahead already (one more when the session crossed midnight UTC since).
         assert done["partitions"]["created"] in (0, 1, 2, 3, 4, 5)
         done["partitions"]["created"] = 0
@@ -382,13 +384,13 @@ async def test_the_housekeeping_task_checks_and_prunes_with_the_retention_settin
             "pruned": {"fires": 0, "runs": 0, "jobs": 0, "requests": 0, "partitions": 0},
         }
         # Partitions and pruning at most once every PRUNE_EVERY seconds per worker.
-        again = await housekeeping.housekeeping(SimpleNamespace(app=app), 0)  # type: ignore[arg-type]
+        again = await housekeeping.housekeeping(context, 0)
         assert "pruned" not in again and "partitions" not in again
         monkeypatch.setenv("AGENTLAB_SCHED_RETENTION", "a month")
         monkeypatch.setattr(housekeeping, "_pruned_at", {})
         with caplog.at_level("ERROR", logger="agentlab_sched.runs.housekeeping"):
-            assert "pruned" not in await housekeeping.housekeeping(SimpleNamespace(app=app), 0)  # type: ignore[arg-type]
-            await housekeeping.housekeeping(SimpleNamespace(app=app), 0)  # type: ignore[arg-type]
+            assert "pruned" not in await housekeeping.housekeeping(context, 0)
+            await housekeeping.housekeeping(context, 0)
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == [
         'automatic pruning is off: AGENTLAB_SCHED_RETENTION: "a month" is not a duration; write it like 90s, 10m, '
         "1h30m, 2d or 0"
@@ -399,7 +401,7 @@ async def test_the_housekeeping_task_checks_and_prunes_with_the_retention_settin
     monkeypatch.setattr(housekeeping, "_pruned_at", {})
     await conn.execute("SELECT agentlab_sched.set_retention(interval '30 days')")
     async with app.open_async():
-        done = await housekeeping.housekeeping(SimpleNamespace(app=app), 0)  # type: ignore[arg-type]
+        done = await housekeeping.housekeeping(context, 0)
     assert done["pruned"] == {"fires": 0, "runs": 0, "jobs": 0, "requests": 0, "partitions": 0}
 
 
