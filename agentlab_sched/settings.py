@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from agentlab_sched.messages import current_locale
+from agentlab_sched.messages import LOCALE_VARIABLE, current_locale
 
 __all__ = ["Settings", "markdown_table"]
 
@@ -86,7 +86,7 @@ class Settings:
         "where the embedded server keeps its data",
     )
     locale: str = _setting(
-        "AGENTLAB_SCHED_LOCALE",
+        LOCALE_VARIABLE,
         "en",
         _locale,
         "`en`",
@@ -189,6 +189,19 @@ class Settings:
         """The settings the environment gives (the default for each variable that is unset or empty)."""
         values = {f.name: f.metadata["read"](os.environ.get(f.metadata["env"], ""), f.default) for f in fields(cls)}
         return cls(**values)
+
+
+def variable(name: str) -> str:
+    """The environment variable of the setting ``name`` (``locale`` -> ``AGENTLAB_SCHED_LOCALE``)."""
+    for f in fields(Settings):
+        if f.name == name:
+            return str(f.metadata["env"])
+    raise KeyError(name)
+
+
+def given(name: str) -> str:
+    """What the environment gives for the setting ``name``, as written (empty when it is unset)."""
+    return os.environ.get(variable(name), "").strip()
 
 
 def markdown_table() -> str:

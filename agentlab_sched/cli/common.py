@@ -46,6 +46,7 @@ from agentlab_sched import messages
 from agentlab_sched.cli._click import exceptions as click_exceptions
 from agentlab_sched.errors import SchedError, UnknownTaskWarning, ValidationError
 from agentlab_sched.settings import Settings
+from agentlab_sched.settings import given as given_by_environment
 
 if TYPE_CHECKING:
     import psycopg
@@ -118,7 +119,7 @@ class State:
         """The embedded server's data directory: --data-dir, AGENTLAB_SCHED_DATA_DIR, else the default."""
         from agentlab_sched.database import embedded
 
-        return self.data_dir or os.environ.get("AGENTLAB_SCHED_DATA_DIR") or str(embedded.default_data_dir())
+        return self.data_dir or given_by_environment("data_dir") or str(embedded.default_data_dir())
 
     async def connect(self) -> psycopg.AsyncConnection[Any]:
         """A new async connection (dict rows, autocommit) whose SQL messages use the CLI's locale."""
@@ -491,7 +492,7 @@ def choose_locale(given: str | None) -> str:
         if chosen is None:
             raise ValidationError("cli.bad_locale", "locale", value=given, allowed=allowed)
         return chosen
-    env = os.environ.get("AGENTLAB_SCHED_LOCALE", "").strip()
+    env = given_by_environment("locale")
     if env and messages.known_locale(env) is None:
         raise ValidationError("cli.bad_locale_env", "locale", value=env, allowed=allowed)
     return messages.current_locale()

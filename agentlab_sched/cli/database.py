@@ -15,6 +15,7 @@ from rich.text import Text
 from agentlab_sched import messages
 from agentlab_sched.cli import common
 from agentlab_sched.errors import SchedError
+from agentlab_sched.settings import given
 
 #: ``roles create``'s default --prefix: ``agentlab_sched.database.roles.DEFAULT_PREFIX`` (a test holds them equal),
 #: written here so that building the command line does not import psycopg.
@@ -37,7 +38,7 @@ def migrate_cmd(ctx: typer.Context) -> None:
     st = common.state(ctx)
     database = st.database()
     # The deployment's locale is recorded only when one was chosen (--locale or AGENTLAB_SCHED_LOCALE).
-    chosen = st.locale if (st.locale_given or os.environ.get("AGENTLAB_SCHED_LOCALE")) else None
+    chosen = st.locale if (st.locale_given or given("locale")) else None
     report = migrate(database.url, locale=chosen)
     names = [f"procrastinate/{n}" for n in report.procrastinate] + report.applied
     if names:

@@ -27,6 +27,8 @@ from agentlab_sched.messages import _worker as _worker
 
 LOCALES = ("en", "zh-CN")
 DEFAULT_LOCALE = "en"
+#: The environment variable of the deployment's locale (settings.Settings.locale reads it too).
+LOCALE_VARIABLE = "AGENTLAB_SCHED_LOCALE"
 
 #: The suffix of a message's singular form: ``CODE.one`` is rendered instead of ``CODE`` when its parameter
 #: ``count`` is 1 ("1 schedule", not "1 schedules"). A module gives them as ``SINGULAR`` (code -> English);
@@ -49,7 +51,7 @@ NOT_SET = {"en": "not set", "zh-CN": "未填写"}
 
 def current_locale() -> str:
     """The deployment's locale: ``AGENTLAB_SCHED_LOCALE`` (``en`` or ``zh-CN``), ``en`` by default."""
-    value = os.environ.get("AGENTLAB_SCHED_LOCALE", "").strip()
+    value = os.environ.get(LOCALE_VARIABLE, "").strip()
     return normalise_locale(value) if value else DEFAULT_LOCALE
 
 
