@@ -55,7 +55,8 @@ CREATE TABLE agentlab_sched.schedule_options (
 );
 
 -- The run and fire statuses (agentlab_sched/core/statuses.py): sql/01_statuses.sql makes the helpers
--- run_is_open(), run_is_final(), run_is_active() and run_is_held() from it.
+-- run_is_open(), run_is_final(), run_is_active(), run_is_held(), run_is_failure(), run_is_troubled(),
+-- run_is_error_free() and run_cron_status() from it.
 CREATE TABLE agentlab_sched.statuses (
     kind text NOT NULL CHECK (kind IN ('run', 'fire')),
     status text NOT NULL,
@@ -63,8 +64,15 @@ CREATE TABLE agentlab_sched.statuses (
     is_open boolean NOT NULL,
     is_final boolean NOT NULL,
     is_held boolean NOT NULL,
+    is_failure boolean NOT NULL,
+    is_interrupted boolean NOT NULL,
+    is_error_free boolean NOT NULL,
+    -- pg_cron's word for a run status (cron.job_run_details); NULL for a fire.
+    cron_status text,
     PRIMARY KEY (kind, status),
-    CONSTRAINT statuses_open_or_final_check CHECK (NOT (is_open AND is_final) AND (is_open OR NOT is_held))
+    CONSTRAINT statuses_open_or_final_check CHECK (NOT (is_open AND is_final) AND (is_open OR NOT is_held)),
+    CONSTRAINT statuses_flags_check CHECK ((is_final OR NOT is_failure) AND (is_held OR NOT is_interrupted)
+                                           AND (kind = 'run') = (cron_status IS NOT NULL))
 );
 
 -- ---------------------------------------------------------------------------------------------------

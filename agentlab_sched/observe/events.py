@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from agentlab_sched import messages
+from agentlab_sched.core.statuses import TROUBLED_RUN_STATUSES
 
 __all__ = [
     "EVENTS",
@@ -125,7 +126,7 @@ def run_changed(
 ) -> None:
     """A run this worker took changed status (running, then how it ended)."""
     data = fields(schedule, fire_id, run_id, status, None, task=task, error=error, late_seconds=late_seconds)
-    level = logging.WARNING if status in ("failed", "timed_out", "suspended") else logging.INFO
+    level = logging.WARNING if status in TROUBLED_RUN_STATUSES else logging.INFO
     _emit(RUNS, "run", data, run_line(data, locale), level)
 
 

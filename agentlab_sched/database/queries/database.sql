@@ -130,8 +130,9 @@ DELETE FROM agentlab_sched.statuses
 
 -- name: insert_status
 -- One status (the columns of core/statuses.catalog_rows()).
-INSERT INTO agentlab_sched.statuses (kind, status, position, is_open, is_final, is_held)
-VALUES (%s, %s, %s, %s, %s, %s)
+INSERT INTO agentlab_sched.statuses (kind, status, position, is_open, is_final, is_held, is_failure,
+                                     is_interrupted, is_error_free, cron_status)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 
 -- name: set_config
 -- A deployment setting the database reads without an environment (locale, on-time window).

@@ -200,7 +200,7 @@ BEGIN
     END IF;
 
     pending := agentlab_sched.tally_run(r, CASE WHEN next_status = 'succeeded' THEN 'success'
-                                                WHEN next_status IN ('failed', 'timed_out') THEN 'failure' END);
+                                                WHEN agentlab_sched.run_is_failure(next_status) THEN 'failure' END);
     UPDATE agentlab_sched.runs x SET
         status = next_status,
         tally_pending = pending,
@@ -212,14 +212,14 @@ BEGIN
                            ELSE NULL END,
         error = CASE WHEN code IS NOT NULL THEN agentlab_sched.msg(code, params)
                      WHEN next_status = 'timed_out' THEN coalesce(x.error, agentlab_sched.msg('run.timed_out', agentlab_sched.run_timeout_params(x.timeout)))
-                     WHEN next_status IN ('queued', 'running', 'succeeded') THEN NULL
+                     WHEN agentlab_sched.run_is_error_free(next_status) THEN NULL
                      ELSE x.error END,
         error_code = CASE WHEN code IS NOT NULL THEN code
                           WHEN next_status = 'timed_out' THEN coalesce(x.error_code, 'run.timed_out')
-                          WHEN next_status IN ('queued', 'running', 'succeeded') THEN NULL
+                          WHEN agentlab_sched.run_is_error_free(next_status) THEN NULL
                           ELSE x.error_code END,
         error_term = CASE WHEN code IS NOT NULL THEN agentlab_sched.term(code, params) WHEN next_status = 'timed_out' AND x.error IS NULL THEN agentlab_sched.term('run.timed_out', agentlab_sched.run_timeout_params(x.timeout))
-                          WHEN next_status IN ('queued', 'running', 'succeeded') THEN NULL ELSE x.error_term END,
+                          WHEN agentlab_sched.run_is_error_free(next_status) THEN NULL ELSE x.error_term END,
         outcome = CASE WHEN agentlab_sched.run_is_active(next_status) THEN NULL ELSE r.outcome END,
         -- The result of a body that returned after it was cancelled is discarded.
         result = CASE WHEN next_status = 'cancelled' THEN NULL ELSE r.result END,

@@ -60,15 +60,12 @@ SELECT agentlab_sched.cron_jobid(s.id, s.imported_from) AS jobid,
        coalesce(f.inputs ->> 'username', s.inputs ->> 'username') AS username,
        CASE WHEN s.task = agentlab_sched.sql_task_name() THEN coalesce(f.inputs, s.inputs) ->> 'command'
             ELSE s.task END AS command,
+       -- The run's status in pg_cron's words is run_cron_status() (core/statuses.py); no run yet: starting.
        CASE WHEN f.status <> 'started' THEN 'failed'
-            WHEN r.status = 'queued' THEN 'starting'
-            WHEN r.status IN ('running', 'awaiting_approval', 'suspended') THEN 'running'
-            WHEN r.status = 'succeeded' THEN 'succeeded'
-            WHEN r.status IN ('failed', 'timed_out', 'cancelled') THEN 'failed'
-            ELSE 'starting' END AS status,
+            ELSE coalesce(agentlab_sched.run_cron_status(r.status), 'starting') END AS status,
        CASE WHEN f.status <> 'started' THEN f.reason
             WHEN r.status = 'succeeded' THEN agentlab_sched.cron_return_message(r.result)
-            WHEN r.status IN ('failed', 'timed_out', 'cancelled') THEN coalesce(agentlab_sched.run_error_text(r.error, r.error_term), r.status)
+            WHEN agentlab_sched.run_cron_status(r.status) = 'failed' THEN coalesce(agentlab_sched.run_error_text(r.error, r.error_term), r.status)
        END AS return_message,
        coalesce(r.started_at, f.created_at) AS start_time,
        r.finished_at AS end_time

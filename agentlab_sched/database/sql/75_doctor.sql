@@ -125,7 +125,7 @@ AS $$
                                                 'at', lr.finished_at) ORDER BY s.name)
             FROM agentlab_sched.schedules s
             LEFT JOIN LATERAL (SELECT r.status, r.error_code, r.error, r.error_term, r.finished_at FROM agentlab_sched.runs r
-                               WHERE r.schedule_id = s.id AND r.status IN ('failed', 'timed_out')
+                               WHERE r.schedule_id = s.id AND agentlab_sched.run_is_failure(r.status)
                                ORDER BY r.created_at DESC LIMIT 1) lr ON true
             WHERE s.enabled AND s.consecutive_failures >= 3), '[]'::jsonb),
         -- Enabled schedules whose last 3 fires were all refused (failed_to_start: the task is not registered,
