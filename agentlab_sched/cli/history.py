@@ -194,9 +194,9 @@ def fires_cmd(
         common.say(ctx, "fire.none")
         return
     locale = common.state(ctx).locale
-    # The first column, without a header, is the fire's id: what --before takes.
+    # The first column is the fire's id: what --before takes.
     table = common.table(locale)
-    table.add_column("", justify="right", no_wrap=True)
+    table.add_column(common.label("id", locale), justify="right", no_wrap=True)
     for column in ("fire_at", "schedule", "kind", "status", "run", "reason"):
         table.add_column(common.label(column, locale), overflow="fold")
     for f in rows:

@@ -195,8 +195,8 @@ def test_fires_pages_back_with_before(db_url: str) -> None:
     assert ids[0] == max(ids) and newest_first[-1]["created_at"] == T0  # the backfill first, by when written
 
     first = ok(db_url, "fires", "--limit", "3").stdout
-    # The header is the table's own; the fire's id, in the first column, has none.
-    assert first.splitlines()[0].split() == ["fire", "at", "schedule", "kind", "status", "run", "reason"]
+    # The fire's id, in the first column, is what --before takes.
+    assert first.splitlines()[0].split() == ["id", "fire", "at", "schedule", "kind", "status", "run", "reason"]
     assert _fire_rows(first) == ids[:3]
     assert first.splitlines()[-1] == f"the next page: --before {ids[2]}"
 

@@ -161,7 +161,7 @@ def test_fires_lists_the_ledger_with_filters(db_url: str) -> None:
     run = setup(db_url, waiting_run)
     short = str(run["id"])[:6]
     text = ok(db_url, "fires", "store-report")
-    assert text.splitlines()[0].split() == ["fire", "at", "schedule", "kind", "status", "run", "reason"]
+    assert text.splitlines()[0].split() == ["id", "fire", "at", "schedule", "kind", "status", "run", "reason"]
     assert "2026-10-06 09:00 (Asia/Shanghai)" in text and "2026-10-05 09:00 (Asia/Shanghai)" in text
     assert f"#{short} awaiting approval" in text
     rows = json.loads(ok(db_url, "fires", "--status", "skipped_overlap", "--json"))
