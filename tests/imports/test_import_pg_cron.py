@@ -19,8 +19,6 @@ from agentlab_sched.cli import app
 from agentlab_sched.database.migrate import migrate
 from agentlab_sched.tasks.sql import SQL_TASK
 
-pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-
 
 def _missing() -> str | None:
     try:

@@ -19,7 +19,6 @@ from agentlab_sched.database.migrate import migrate
 from tests.support.cli import is_database_line
 from tests.support.rows import fetched
 
-pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 ENV = {"AGENTLAB_SCHED_LOCALE": None, "AGENTLAB_SCHED_DATABASE_URL": None, "AGENTLAB_SCHED_SECRET_KEY": None}
 
 
