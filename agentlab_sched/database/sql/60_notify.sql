@@ -2,18 +2,16 @@
 -- (Plaintext webhook URLs and secrets written through SQL are refused by schedules_before_write in
 -- 27_schedule_write.sql, with a message saying why.)
 
--- The notification event a run status causes, or NULL: finished (succeeded); failed (failed, timed_out,
+-- The notification event a run status causes, or NULL: finished (succeeded); failed (a troubled run: failed, timed_out,
 -- and suspended: a suspended run will not continue by itself); awaiting_approval.
 CREATE OR REPLACE FUNCTION agentlab_sched.notify_event(status text) RETURNS text
 LANGUAGE sql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT CASE status
-        WHEN 'succeeded' THEN 'finished'
-        WHEN 'failed' THEN 'failed'
-        WHEN 'timed_out' THEN 'failed'
-        WHEN 'suspended' THEN 'failed'
-        WHEN 'awaiting_approval' THEN 'awaiting_approval'
+    SELECT CASE
+        WHEN status = 'succeeded' THEN 'finished'
+        WHEN agentlab_sched.run_is_troubled(status) THEN 'failed'
+        WHEN status = 'awaiting_approval' THEN 'awaiting_approval'
     END
 $$;
 
