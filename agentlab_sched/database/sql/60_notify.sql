@@ -2,8 +2,8 @@
 -- (Plaintext webhook URLs and secrets written through SQL are refused by schedules_before_write in
 -- 27_schedule_write.sql, with a message saying why.)
 
--- The notification event a run status causes, or NULL: finished (succeeded); failed (a troubled run: failed, timed_out,
--- and suspended: a suspended run will not continue by itself); awaiting_approval.
+-- The notification event a run status causes, or NULL: finished (succeeded); failed (a troubled run:
+-- failed, timed_out, and suspended: a suspended run will not continue by itself); awaiting_approval.
 CREATE OR REPLACE FUNCTION agentlab_sched.notify_event(status text) RETURNS text
 LANGUAGE sql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
