@@ -1,4 +1,5 @@
-"""After the database was down for 20 s, the first job starts within 2 s of it accepting connections again:
+"""After the database was down for 20 s, the first job starts within 2 s of it accepting connections again
+(on a machine busy with other work, 2 s as long as the machine ran then: tests/support/timing.py):
 every reconnection of the worker waits at most BACKOFF_CAP, whatever the outage's length (the job listener's
 pause used to double up to 10 s, and a fire found its job taken 4-9 s after the database was back). On a
 server of this test's own (the session's shared one stays up)."""
@@ -22,6 +23,7 @@ from psycopg.rows import dict_row
 from agentlab_sched.database.migrate import migrate
 from tests.support.rows import fetched
 from tests.support.scratch import server_dir
+from tests.support.timing import Slowdown
 from tests.support.workers import stop_workers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,14 +97,16 @@ def test_the_first_job_starts_within_2_s_after_a_20_s_outage(own_server: OwnServ
         _poll(lambda: _job_started_since(own_server.url, "-infinity"), 60, "a first job")
         own_server.pg_ctl("-m", "fast", "stop")
         time.sleep(OUTAGE)  # the outage itself: how long the database is down is what is being tested
-        own_server.pg_ctl("-o", f'-h "" -k {own_server.pgdata}', "start")  # returns once it accepts connections
-        back = time.monotonic()
-        with psycopg.connect(own_server.url, autocommit=True, row_factory=dict_row) as conn:
-            up = fetched(conn.execute("SELECT now() AS t").fetchone())["t"]
-        _poll(lambda: _job_started_since(own_server.url, up), 30, "a job after the outage")
-        took = time.monotonic() - back
+        with Slowdown() as slowdown:
+            own_server.pg_ctl("-o", f'-h "" -k {own_server.pgdata}', "start")  # returns once it accepts connections
+            back = time.monotonic()
+            with psycopg.connect(own_server.url, autocommit=True, row_factory=dict_row) as conn:
+                up = fetched(conn.execute("SELECT now() AS t").fetchone())["t"]
+            _poll(lambda: _job_started_since(own_server.url, up), 30, "a job after the outage")
+            took = time.monotonic() - back
         assert proc.poll() is None, (tmp_path / "worker.log").read_text(errors="replace")[-3000:]
     finally:
         stop_workers([proc])
-    print(f"first job after a {OUTAGE:.0f} s outage: {took:.2f} s after the database was back")
-    assert took < FIRST_JOB_WITHIN, (took, (tmp_path / "worker.log").read_text(errors="replace")[-3000:])
+    print(f"first job after a {OUTAGE:.0f} s outage: {took:.2f} s after the database was back ({slowdown})")
+    log_text = (tmp_path / "worker.log").read_text(errors="replace")[-3000:]
+    assert took < slowdown.bound(FIRST_JOB_WITHIN), (took, str(slowdown), log_text)

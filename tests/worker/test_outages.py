@@ -28,6 +28,7 @@ from psycopg.rows import DictRow, dict_row
 from agentlab_sched.database.migrate import migrate
 from tests.support.rows import fetched
 from tests.support.scratch import server_dir
+from tests.support.timing import Slowdown
 from tests.support.workers import stop_workers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +40,7 @@ WORKER = [
     "--app",
     "agentlab_sched.demo.app",
 ]
-#: The promises checked here.
+#: The promises checked here (the stop's on a busy machine: as long as the machine ran then, tests/support/timing.py).
 RESUME_WITHIN = 5.0
 STOP_WITHIN = 3.0
 SUSPENDED_WITHIN = 45.0
@@ -233,12 +234,13 @@ def test_workers_ride_through_postgresql_restarts(own_server: Server, tmp_path: 
         # A stop while the database is down: within 3 s, status 0, whatever cannot be written now waits.
         own_server.pg_ctl("-m", "fast", "stop")
         time.sleep(0.5)
-        took = workers.stop()
+        with Slowdown() as slowdown:
+            took = workers.stop()
     finally:
         workers.kill_all()
     logs = workers.logs()
     assert [p.returncode for p in workers.procs] == [0, 0, 0], logs[-3000:]
-    assert max(took) < STOP_WITHIN, took
+    assert max(took) < slowdown.bound(STOP_WITHIN), (took, str(slowdown))
     assert all(first < RESUME_WITHIN for first, _ in recovery.values()), recovery
     assert "Traceback" not in logs, logs[logs.index("Traceback") - 500 :][:3000]
     print(f"recovery after restart (first fire, every schedule), seconds: {recovery}; stop while down: {took}")
@@ -317,13 +319,14 @@ def test_every_connection_of_a_worker_cut_in_turn_and_a_killed_worker(db_url: st
                 "SELECT status, error_code FROM agentlab_sched.runs WHERE id = %s AND status <> 'running'", (run["id"],)
             ).fetchone(), SUSPENDED_WITHIN + 5, "the killed worker's run suspended", every=0.5)  # fmt: skip
             delay = time.monotonic() - killed_at
-            took = workers.stop([live])
+            with Slowdown() as slowdown:
+                took = workers.stop([live])
         finally:
             workers.kill_all()
     print(f"recovered from each cut (s): {cuts}; killed worker's run {suspended['status']} after {delay:.1f} s")
     assert (suspended["status"], suspended["error_code"]) == ("suspended", "run.suspended")
     assert delay < SUSPENDED_WITHIN
-    assert (live.returncode, took[0] < STOP_WITHIN) == (0, True), took
+    assert (live.returncode, took[0] < slowdown.bound(STOP_WITHIN)) == (0, True), (took, str(slowdown))
     assert "Traceback" not in workers.logs()
 
 
@@ -348,10 +351,15 @@ def test_a_stop_while_the_schedules_table_is_locked(db_url: str, tmp_path: Path)
                 done_during = fetched(
                     conn.execute("SELECT count(*) AS n FROM agentlab_sched.runs WHERE status = 'succeeded'").fetchone()
                 )["n"]
-                [took] = workers.stop()
+                with Slowdown() as slowdown:
+                    [took] = workers.stop()
         finally:
             workers.kill_all()
-        assert (proc.returncode, took < STOP_WITHIN) == (0, True), (took, workers.logs()[-3000:])
+        assert (proc.returncode, took < slowdown.bound(STOP_WITHIN)) == (0, True), (
+            took,
+            str(slowdown),
+            workers.logs()[-3000:],
+        )
         assert done_during > done_before  # jobs finished while the table was locked
         left = conn.execute("SELECT DISTINCT status FROM agentlab_sched.runs").fetchall()
     assert {r["status"] for r in left} <= {"suspended", "queued", "succeeded"}, left
