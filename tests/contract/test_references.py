@@ -110,8 +110,12 @@ def sources() -> Iterator[tuple[Path, int, str]]:
 
 def _path_exists(name: str) -> bool:
     name = name.rstrip("/.")
-    if any(ch in name for ch in "*{<") or "NN" in name or name in MADE_LATER:
-        return True  # a pattern (00NN_<what>.sql), not a path; or made by a run
+    if (
+        any(ch in name for ch in "*{<")
+        or "NN" in name
+        or any(name == m or name.startswith(f"{m}/") for m in MADE_LATER)
+    ):
+        return True  # a pattern (00NN_<what>.sql), not a path; or made by a run (bench/results/storm.json)
     return (ROOT / name).exists()
 
 
