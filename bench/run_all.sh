@@ -15,3 +15,4 @@ $PY -m bench.lateness --seconds 60 --mode precise --rounds 2 --save bench/result
 $PY -m bench.idle --seconds 60 --mode none --mode bare --mode loop --mode precise --save bench/results/idle.json
 $PY -m bench.fire_storm -n 1000 -n 10000 --rounds 2 --save bench/results/fire_storm.json
 $PY -m bench.fire_storm -n 100000 --rounds 1 --no-baselines --save bench/results/fire_storm_100k.json
+$PY -m bench.retention --days 4 --schedules 100 --save bench/results/retention.json
