@@ -130,8 +130,10 @@ $$;
 -- unless it holds a run that has not ended, a fire whose run has not ended, or a notification still to
 -- send; rows in a DEFAULT partition get a partition of their own first. With the runs go their approvals.
 -- Procrastinate's finished jobs with no event since the cutoff go too (at most `batch` a call), and fire
--- requests carried out before it. A DETACH waits at most 200 ms for its lock (firing waits behind it); a
--- partition it could not take is left for the next call. Returns the counts: rows of the dropped
+-- requests carried out before it. Every partition is checked and counted (locked against writes, found
+-- by index) before the first DETACH, whose lock on its table firing needs until the caller's transaction
+-- ends; a DETACH waits at most 200 ms for its lock (firing waits behind it); a partition it could not
+-- take is left for the next call. Returns the counts: rows of the dropped
 -- partitions (fires, runs), jobs, requests and partitions.
 CREATE OR REPLACE FUNCTION agentlab_sched.prune(older_than interval, now timestamptz DEFAULT now(),
                                                 batch integer DEFAULT NULL)
@@ -151,6 +153,8 @@ DECLARE
     n_jobs integer := 0;
     n_requests integer;
     n_parts integer := 0;
+    dropping jsonb := '[]';
+    d record;
 BEGIN
     IF older_than IS NULL OR older_than < interval '1 minute' THEN
         PERFORM agentlab_sched.fail('retention.too_short', 'older_than', jsonb_build_object(
@@ -173,35 +177,53 @@ BEGIN
     DELETE FROM agentlab_sched.fire_requests q WHERE q.done_at < cutoff;
     GET DIAGNOSTICS n_requests = ROW_COUNT;
 
-    -- Last, the partitions: a DETACH holds its table's lock until the caller's transaction ends.
+    -- Last, the partitions, in two passes. A DETACH holds its parent's lock (which firing needs) until
+    -- the caller's transaction ends, so everything slow comes before the first one: each partition past
+    -- the cutoff is locked against writes (SHARE: a backfill into its period waits; firing, which writes
+    -- today's partitions, does not), so what is checked and counted is what is dropped; live work keeps
+    -- its partition (open runs are few: runs_open_idx, which run_is_open() matches).
     FOR p IN SELECT * FROM agentlab_sched.history_partitions() x
              WHERE NOT x.is_default AND x.upper_bound <= cutoff ORDER BY x.upper_bound, x.parent LOOP
         lo := coalesce(p.lower_bound, '-infinity');
-        -- Live work keeps its partition: open runs are few, found by index.
+        BEGIN
+            PERFORM set_config('lock_timeout', '200ms', true);
+            EXECUTE format('LOCK TABLE agentlab_sched_history.%I IN SHARE MODE', p.part);
+            PERFORM set_config('lock_timeout', saved, true);
+        EXCEPTION WHEN lock_not_available THEN
+            PERFORM set_config('lock_timeout', saved, true);
+            CONTINUE;  -- someone writes there now: next round
+        END;
         CONTINUE WHEN p.parent = 'runs' AND EXISTS (
             SELECT 1 FROM agentlab_sched.runs r
-            WHERE NOT agentlab_sched.run_is_final(r.status) AND r.created_at >= lo AND r.created_at < p.upper_bound);
+            WHERE agentlab_sched.run_is_open(r.status) AND r.created_at >= lo AND r.created_at < p.upper_bound);
         CONTINUE WHEN p.parent = 'fires' AND EXISTS (
-            SELECT 1 FROM agentlab_sched.runs r JOIN agentlab_sched.fires f ON f.run_id = r.id
-            WHERE NOT agentlab_sched.run_is_final(r.status) AND f.fire_at >= lo AND f.fire_at < p.upper_bound);
+            SELECT 1 FROM agentlab_sched.runs r
+            WHERE agentlab_sched.run_is_open(r.status)
+              AND EXISTS (SELECT 1 FROM agentlab_sched.fires f
+                          WHERE f.run_id = r.id AND f.fire_at >= lo AND f.fire_at < p.upper_bound));
         CONTINUE WHEN p.parent = 'outbox' AND EXISTS (
             SELECT 1 FROM agentlab_sched.outbox o
             WHERE o.status = 'pending' AND o.run_created_at >= lo AND o.run_created_at < p.upper_bound);
+        EXECUTE format('SELECT count(*) FROM agentlab_sched_history.%I', p.part) INTO n;
+        dropping := dropping || jsonb_build_object('parent', p.parent, 'part', p.part, 'rows', n);
+    END LOOP;
+
+    FOR d IN SELECT * FROM jsonb_to_recordset(dropping) AS x(parent text, part text, rows bigint) LOOP
         BEGIN
             -- Firing waits behind a DETACH waiting for its lock: wait little, and try again next round.
             PERFORM set_config('lock_timeout', '200ms', true);
-            EXECUTE format('SELECT count(*) FROM agentlab_sched_history.%I', p.part) INTO n;
-            IF p.parent = 'runs' THEN
-                EXECUTE format('DELETE FROM agentlab_sched.approvals a USING agentlab_sched_history.%I r '
-                               'WHERE a.run_id = r.id', p.part);
+            IF d.parent = 'runs' THEN
+                -- Few runs have approvals: each one's run is looked up in the partition by key.
+                EXECUTE format('DELETE FROM agentlab_sched.approvals a WHERE EXISTS '
+                               '(SELECT 1 FROM agentlab_sched_history.%I r WHERE r.id = a.run_id)', d.part);
             END IF;
-            EXECUTE format('ALTER TABLE agentlab_sched.%I DETACH PARTITION agentlab_sched_history.%I', p.parent, p.part);
-            EXECUTE format('DROP TABLE agentlab_sched_history.%I', p.part);
+            EXECUTE format('ALTER TABLE agentlab_sched.%I DETACH PARTITION agentlab_sched_history.%I', d.parent, d.part);
+            EXECUTE format('DROP TABLE agentlab_sched_history.%I', d.part);
             PERFORM set_config('lock_timeout', saved, true);
-            IF p.parent = 'runs' THEN
-                n_runs := n_runs + n;
-            ELSIF p.parent = 'fires' THEN
-                n_fires := n_fires + n;
+            IF d.parent = 'runs' THEN
+                n_runs := n_runs + d.rows;
+            ELSIF d.parent = 'fires' THEN
+                n_fires := n_fires + d.rows;
             END IF;
             n_parts := n_parts + 1;
         EXCEPTION WHEN lock_not_available THEN
