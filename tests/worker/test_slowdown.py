@@ -3,6 +3,7 @@ none on an idle one, at most the promise again on a saturated one."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -30,9 +31,9 @@ def test_processes_competing_for_the_cores_stretch_a_promise_at_most_twofold() -
     try:
         with Slowdown() as slowdown:
             time.sleep(0.4)  # the best samples, before the competition starts
-            # Three busy processes on this machine's cores (two in CI), besides whatever else runs.
-            rivals = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(3)]
-            time.sleep(2.0)
+            # As many busy processes as this machine has cores (two in CI), besides whatever else runs.
+            rivals = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+            time.sleep(1.0)
     finally:
         for rival in rivals:
             rival.kill()
