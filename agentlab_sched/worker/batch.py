@@ -256,14 +256,20 @@ class BatchWorker(procrastinate_worker.Worker):
                         await queries.execute(conn, "listen_channel", identifiers={"channel": channel})
                     pause = 0.5
                     self._new_job_event.set()  # whatever was deferred while nobody listened
-                    await self._aborts_missed()  # and whatever abort was asked for meanwhile
-                    with self._woken():
-                        while True:
-                            heard = await wait_for_notifies(conn, LISTEN_CHECK)
-                            if not heard:
-                                await queries.execute(conn, "ping")
-                            for notify in heard:
-                                await self._heard(notify)
+                    # And whatever abort was asked for meanwhile: looked up beside the wait, not before it. It
+                    # goes through the app's pool, which after an outage can take seconds to connect again,
+                    # and the NOTIFYs of new jobs would wait unread all that time.
+                    missed = asyncio.create_task(self._aborts_missed_or_say())
+                    try:
+                        with self._woken():
+                            while True:
+                                heard = await wait_for_notifies(conn, LISTEN_CHECK)
+                                if not heard:
+                                    await queries.execute(conn, "ping")
+                                for notify in heard:
+                                    await self._heard(notify)
+                    finally:
+                        missed.cancel()
                 finally:
                     await session.close()
             except (psycopg.OperationalError, OSError) as exc:
@@ -293,6 +299,14 @@ class BatchWorker(procrastinate_worker.Worker):
     async def _abort_requested(self, job_id: int) -> None:
         """Procrastinate's handling of an abort request for ``job_id`` (running here), as if heard now."""
         await self._handle_notification(channel="", notification={"type": "abort_job_requested", "job_id": job_id})
+
+    async def _aborts_missed_or_say(self) -> None:
+        """`_aborts_missed`, an error of which is logged: the fallback poll finds those requests then."""
+        try:
+            await self._aborts_missed()
+        except Exception as exc:
+            logger.warning("job listener: abort requests sent while not listening not read (%s); the next poll "
+                           "reads them", exc)  # fmt: skip
 
     async def _aborts_missed(self) -> None:
         """The abort requests for jobs running here that were sent while this worker did not listen (it was
