@@ -305,8 +305,8 @@ class BatchWorker(procrastinate_worker.Worker):
         try:
             await self._aborts_missed()
         except Exception as exc:
-            logger.warning("job listener: abort requests sent while not listening not read (%s); the next poll "
-                           "reads them", exc)  # fmt: skip
+            logger.warning("job listener: could not read the abort requests sent while it was not listening (%s); "
+                           "the next poll reads them", exc)  # fmt: skip
 
     async def _aborts_missed(self) -> None:
         """The abort requests for jobs running here that were sent while this worker did not listen (it was

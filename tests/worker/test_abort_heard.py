@@ -74,3 +74,36 @@ async def test_an_abort_sent_while_the_listener_reconnects_aborts_its_job(db_url
         _, outcome = await lifecycle.cancel(conn, run["id"], "dave")  # nobody listens: its NOTIFY is lost
         assert outcome == "abort_requested"
         await _cancelled_promptly(conn, run["id"], began)
+
+
+async def test_new_jobs_are_heard_while_the_missed_aborts_are_looked_up(
+    db_url: str, conn: Conn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the listener reconnects with jobs running here, it looks up the abort requests it may have
+    missed, through the app's pool, which after an outage can take seconds to reconnect: the NOTIFYs of new
+    jobs are heard meanwhile, not after it (the first job after an outage once started 3-4.6 s late)."""
+    long = await make_schedule(conn, "long", task="demo.sleep", inputs={"seconds": 60}, next_run_at=None)
+    quick = await make_schedule(conn, "quick", task="demo.echo", next_run_at=None)
+    app = make_app(db_url)
+    looked_up = asyncio.Event()
+    real = app.job_manager.list_jobs_to_abort_async
+
+    async def slow_pool(*args: Any, **kwargs: Any) -> Any:
+        looked_up.set()
+        await asyncio.sleep(4.0)  # the pool connecting again after an outage
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(app.job_manager, "list_jobs_to_abort_async", slow_pool)
+    async with worker(app, db_url):
+        first = await launch(conn, long)
+        await wait_for(run_in(conn, first["id"], "running"), what="running")
+        cur = await conn.execute(f"SELECT pid FROM pg_stat_activity WHERE {LISTENER}")
+        [listener] = [r["pid"] for r in await cur.fetchall()]
+        await conn.execute("SELECT pg_terminate_backend(%s)", (listener,))
+        await asyncio.wait_for(looked_up.wait(), timeout=10)  # listening again, the look-up under way
+        began = time.monotonic()
+        second = await launch(conn, quick)
+        await wait_for(run_in(conn, second["id"], "running", "succeeded"), what="the new job taken")
+        took = time.monotonic() - began
+        await lifecycle.cancel(conn, first["id"], "dave")
+    assert took < 2.0, took
