@@ -164,23 +164,33 @@ def test_doctor_warns_while_a_pg_cron_job_and_its_enabled_schedule_both_run(pg_c
             "SELECT 1 FROM pg_roles WHERE rolname = 'doubled'").fetchone() else None  # fmt: skip
         c.execute("SELECT cron.schedule_in_database('twice', '0 7 * * *', 'SELECT 7', 'postgres', 'doubled')")
     twice = jobids(pg_cron_url)["twice"]
-    result = cli(pg_cron_url, "import", "pg-cron", "--enable")
-    assert result.exit_code == 0, result.output
-    report = json.loads(cli(pg_cron_url, "doctor", "--json").stdout)
-    doubles = [f for f in report["findings"] if f["code"] == "doctor.pg_cron_double"]
+    try:
+        result = cli(pg_cron_url, "import", "pg-cron", "--enable")
+        assert result.exit_code == 0, result.output
+        report = json.loads(cli(pg_cron_url, "doctor", "--json").stdout)
+        doubles = [f for f in report["findings"] if f["code"] == "doctor.pg_cron_double"]
 
-    def line(jobid: int, name: str) -> str:
-        return (f"runs twice: pg_cron job {jobid} is still active and so is schedule {name} imported from it; run "
-                f"SELECT cron.unschedule({jobid}); (or pause the schedule)")  # fmt: skip
+        def line(jobid: int, name: str) -> str:
+            return (f"runs twice: pg_cron job {jobid} is still active and so is schedule {name} imported from it; "
+                    f"run SELECT cron.unschedule({jobid}); (or pause the schedule)")  # fmt: skip
 
-    assert [(f["level"], f["message"]) for f in doubles] == [
-        ("warning", line(ids["purge-app"], "purge-app")),
-        ("warning", line(twice, "twice")),
-    ]
-    with psycopg.connect(pg_cron_url, autocommit=True) as c:
-        c.execute("SELECT cron.unschedule(%s), cron.unschedule(%s)", (twice, ids["purge-app"]))
-    report = json.loads(cli(pg_cron_url, "doctor", "--json").stdout)
-    assert [f for f in report["findings"] if f["code"] == "doctor.pg_cron_double"] == []
+        assert [(f["level"], f["message"]) for f in doubles] == [
+            ("warning", line(ids["purge-app"], "purge-app")),
+            ("warning", line(twice, "twice")),
+        ]
+        with psycopg.connect(pg_cron_url, autocommit=True) as c:
+            c.execute("SELECT cron.unschedule(%s), cron.unschedule(%s)", (twice, ids["purge-app"]))
+        report = json.loads(cli(pg_cron_url, "doctor", "--json").stdout)
+        assert [f for f in report["findings"] if f["code"] == "doctor.pg_cron_double"] == []
+    finally:
+        # The module's jobs as the fixture made them, for the tests that run after this one in any order:
+        # nothing imported, purge-app scheduled again (under a new job id), twice gone.
+        with psycopg.connect(pg_cron_url, autocommit=True) as c:
+            c.execute("DELETE FROM agentlab_sched.schedules")
+            c.execute("SELECT cron.unschedule(jobid) FROM cron.job WHERE jobname IN ('twice', 'purge-app')")
+            c.execute(
+                "SELECT cron.schedule_in_database('purge-app', '30 4 * * *', 'SELECT 1', 'app', 'maintenance')"
+            )
 
 
 def test_from_env_keeps_the_url_out_of_argv_and_braces_in_a_command_stay_text(pg_cron_url: str) -> None:
