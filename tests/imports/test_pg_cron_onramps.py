@@ -188,9 +188,7 @@ def test_doctor_warns_while_a_pg_cron_job_and_its_enabled_schedule_both_run(pg_c
         with psycopg.connect(pg_cron_url, autocommit=True) as c:
             c.execute("DELETE FROM agentlab_sched.schedules")
             c.execute("SELECT cron.unschedule(jobid) FROM cron.job WHERE jobname IN ('twice', 'purge-app')")
-            c.execute(
-                "SELECT cron.schedule_in_database('purge-app', '30 4 * * *', 'SELECT 1', 'app', 'maintenance')"
-            )
+            c.execute("SELECT cron.schedule_in_database('purge-app', '30 4 * * *', 'SELECT 1', 'app', 'maintenance')")
 
 
 def test_from_env_keeps_the_url_out_of_argv_and_braces_in_a_command_stay_text(pg_cron_url: str) -> None:
