@@ -79,6 +79,17 @@ def top_statements(admin: psycopg.Connection[Any], dbname: str, limit: int = 15)
     return [dict(zip(fields, r, strict=True)) for r in rows]
 
 
+def queries_sent(admin: psycopg.Connection[Any], dbname: str) -> int:
+    """Statements sent to database ``dbname`` since the last reset of pg_stat_statements (top-level ones
+    only: a function's own statements are part of the call that ran it). Autovacuum sends none."""
+    row = admin.execute(
+        """SELECT coalesce(sum(s.calls), 0)::bigint FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+           WHERE d.datname = %s AND s.toplevel""",
+        (dbname,),
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
 class Server:
     """A PostgreSQL server on which each measurement gets a fresh database cloned from a template.
 

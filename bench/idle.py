@@ -130,16 +130,16 @@ def _measure(srv: common.Server, url: str, mode: str, seconds: float) -> dict[st
             """UPDATE agentlab_sched.schedules SET next_run_at = date_trunc('minute', now()) + interval '1 minute'
                WHERE name = 'every-minute'"""
         )
-    dbname = conninfo.conninfo_to_dict(url)["dbname"]
+    dbname = str(conninfo.conninfo_to_dict(url)["dbname"])
     worker = common.start_worker(url, mode) if mode != "none" else None
     try:
         time.sleep(WARMUP)
         autovacuum_waited = _wait_for_autovacuum(srv.admin_url)
+        vacuumed0 = _autovacuum_counts(url)
+        procs0 = _backends(srv.admin_url)
         if common.statements_profiled():  # BENCH_STATEMENTS=1: what the server ran while measured
             with psycopg.connect(srv.admin_url, autocommit=True) as admin:
                 admin.execute("SELECT pg_stat_statements_reset()")
-        vacuumed0 = _autovacuum_counts(url)
-        procs0 = _backends(srv.admin_url)
         began = time.monotonic()
         cpu0 = {pid: common.process_cpu(pid) for pid in procs0}
         pg0 = common.postgres_cpu(srv.postmaster_pid)
@@ -152,6 +152,10 @@ def _measure(srv: common.Server, url: str, mode: str, seconds: float) -> dict[st
         by_kind = _cpu_by_kind(procs0, cpu0, procs1, dbname)
         x1 = common.transactions(srv.admin_url)
         elapsed = time.monotonic() - began
+        sent = None
+        if common.statements_profiled():  # read before this benchmark's own statements on the database
+            with psycopg.connect(srv.admin_url, autocommit=True) as admin:
+                sent = common.queries_sent(admin, dbname)
         vacuumed = _autovacuum_between(vacuumed0, _autovacuum_counts(url))
     finally:
         if worker:
@@ -167,7 +171,7 @@ def _measure(srv: common.Server, url: str, mode: str, seconds: float) -> dict[st
     statements: list[dict[str, Any]] = []
     if common.statements_profiled():
         with psycopg.connect(srv.admin_url, autocommit=True) as admin:
-            statements = common.top_statements(admin, conninfo.conninfo_to_dict(url)["dbname"])
+            statements = common.top_statements(admin, dbname)
         for row in statements:
             print(f"  {row['total_ms']:>10} ms {row['calls']:>7} calls {row['blocks']:>10} blocks  {row['query']}")
     worker_cpu, pg_cpu = (w1 - w0) * per_minute, (pg1 - pg0) * per_minute
@@ -187,6 +191,9 @@ def _measure(srv: common.Server, url: str, mode: str, seconds: float) -> dict[st
         "autovacuumed": vacuumed,
         # The server's transactions a minute (each of the worker's statements is one, or part of one).
         "transactions_per_min": round(common.transactions_between(x0, x1)["xacts"] * per_minute, 1),
+        # The statements the worker sent (BENCH_STATEMENTS=1 only): the transactions above also count
+        # autovacuum's, which a loaded million brings to the catalogs whatever the worker does.
+        "queries_per_min": None if sent is None else round(sent * per_minute, 1),
         "statements": statements,
         "fires": [
             {
@@ -215,7 +222,8 @@ def _one_size(srv: common.Server, modes: list[str], seconds: float, count: int, 
                     f"{count + 1} schedules, {mode}: worker {one['worker_cpu_s_per_min']} + postgres "
                     f"{one['postgres_cpu_s_per_min']} = {one['total_cpu_s_per_min']} CPU-s/min "
                     f"(postgres by kind {one['postgres_cpu_s_per_min_by_kind']}), "
-                    f"{one['transactions_per_min']} transactions/min; every-minute fire started late (ms): {late}",
+                    f"{one['transactions_per_min']} transactions/min, {one['queries_per_min']} queries/min; "
+                    f"every-minute fire started late (ms): {late}",
                     flush=True,
                 )
     for mode, ones in result["modes"].items():
@@ -224,11 +232,19 @@ def _one_size(srv: common.Server, modes: list[str], seconds: float, count: int, 
 
 
 #: The figures compared between sizes (median over rounds), each a ratio to the first size's.
-COMPARED = ("worker_cpu_s_per_min", "worker_backends", "postgres_cpu_s_per_min", "transactions_per_min")
+COMPARED = (
+    "worker_cpu_s_per_min",
+    "worker_backends",
+    "postgres_cpu_s_per_min",
+    "transactions_per_min",
+    "queries_per_min",
+)
 
 
 def _figure(one: dict[str, Any], name: str) -> float:
-    return float(one["postgres_cpu_s_per_min_by_kind"].get(name, 0.0) if name == "worker_backends" else one[name])
+    if name == "worker_backends":
+        return float(one["postgres_cpu_s_per_min_by_kind"].get(name, 0.0))
+    return float(one[name] or 0.0)  # queries_per_min: None without BENCH_STATEMENTS=1
 
 
 def run(
