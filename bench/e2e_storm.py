@@ -142,9 +142,9 @@ def _lead(n: int) -> float:
 
 
 def _lead_after_load(n: int) -> float:
-    """Seconds needed before T, once loaded, to make N schedules due and vacuum them (about 40,000 a
+    """Seconds needed before T, once loaded, to make N schedules due and vacuum them (at least 10,000 a
     second; 10 s more to settle)."""
-    return 10 + n / 40_000
+    return 10 + n / 10_000
 
 
 def _jobs_done(bench: Bench, *, warm_only: bool = False) -> bool:
@@ -231,6 +231,7 @@ def storm(srv: common.Server, system: str, n: int, workers: int, concurrency: in
                         prefix="storm",
                         task=apps.TASK,
                         inputs=INPUTS,
+                        bulk=True,
                     )
                     common.settle(url)
                     at = _boundary(_lead_after_load(n))
