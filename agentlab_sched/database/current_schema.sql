@@ -185,6 +185,7 @@ CREATE TABLE agentlab_sched.schedules (
 -- The tick reads only what is due (and what a worker must plan): both partial, both tiny when idle.
 CREATE INDEX schedules_due_idx ON agentlab_sched.schedules (next_run_at) WHERE enabled;
 CREATE INDEX schedules_replan_idx ON agentlab_sched.schedules (id) WHERE replan IS NOT NULL;
+CREATE INDEX schedules_leased_idx ON agentlab_sched.schedules (next_run_at) WHERE resolving_until IS NOT NULL;
 -- What doctor looks at (sql/75_doctor.sql), found without reading every schedule.
 CREATE INDEX schedules_disabled_idx ON agentlab_sched.schedules (name) WHERE NOT enabled;
 CREATE INDEX schedules_failing_idx ON agentlab_sched.schedules (name) WHERE enabled AND consecutive_failures >= 3;

@@ -93,3 +93,18 @@ async def test_thousands_of_later_schedules_are_not_read(conn: Conn) -> None:
         after = await _reads(conn)
     assert after["seq_scan"] == before["seq_scan"], (before, after)
     assert after["idx_tup_fetch"] - before["idx_tup_fetch"] < 20, (before, after)
+
+
+async def test_it_never_starts_parallel_workers_even_where_the_planner_would(conn: Conn) -> None:
+    # At a million schedules the lease check was planned as a parallel scan of a third of them (two
+    # workers started at every call). Starting workers made free here, and any table large enough, so that
+    # only the query's estimate of the rows it reads keeps its plan serial.
+    await _make(conn, 3000)
+    await _set(conn, "b", 10, 50)
+    await conn.execute(f"ANALYZE {S}.schedules")
+    for setting in ("parallel_setup_cost", "min_parallel_table_scan_size", "min_parallel_index_scan_size"):
+        await conn.execute(f"SET {setting} = 0")
+    cur = await conn.execute("EXPLAIN " + queries.text("next_wake"))
+    plan = "\n".join(str(r["QUERY PLAN"]) for r in await cur.fetchall())
+    assert "Gather" not in plan, plan
+    assert await _wake(conn) == (50, False)

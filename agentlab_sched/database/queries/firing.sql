@@ -96,7 +96,10 @@ FROM agentlab_sched.fires WHERE id = ANY(%(ids)s) ORDER BY fire_at, id
 -- For the precise loop: seconds until the next due time (a schedule another worker is resolving counts
 -- from the end of its lease), and whether something waits already. By the due index, never a scan (it runs
 -- after every tick): the first due time not under a lease, and the few leased schedules due before it (no
--- schedule due later can wake it sooner).
+-- schedule due later can wake it sooner). `resolving_until IS NOT NULL` is implied by the lease test, and
+-- written out so that the leased ones are read by their own index (schedules_leased_idx): by the due index
+-- the planner estimated a third of all schedules and, at a million, started two parallel workers at every
+-- call (17 ms of CPU, every tick).
 WITH free AS (
     SELECT next_run_at AS at FROM agentlab_sched.schedules
     WHERE enabled AND next_run_at IS NOT NULL AND NOT coalesce(resolving_until > clock_timestamp(), false)
@@ -104,7 +107,7 @@ WITH free AS (
 ), leased AS (
     SELECT min(greatest(s.next_run_at, s.resolving_until)) AS at FROM agentlab_sched.schedules s
     WHERE s.enabled AND s.next_run_at < coalesce((SELECT at FROM free), 'infinity')
-      AND s.resolving_until > clock_timestamp()
+      AND s.resolving_until IS NOT NULL AND s.resolving_until > clock_timestamp()
 )
 SELECT extract(epoch FROM least((SELECT at FROM free), (SELECT at FROM leased)) - clock_timestamp()) AS wait,
        EXISTS (SELECT 1 FROM agentlab_sched.schedules WHERE replan IS NOT NULL)
