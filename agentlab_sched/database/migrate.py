@@ -22,6 +22,7 @@ rolled-back attempt remains, and firing went on meanwhile.
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -42,6 +43,11 @@ SQL_DIR = PACKAGE_DIR / "sql"
 LOCK_KEY = 0x61676C5F6D696772
 #: How many times migrate runs when PostgreSQL chose it as a deadlock's victim.
 DEADLOCK_ATTEMPTS = 5
+#: The tables firing writes are taken at once, each try waiting at most this long; after the last try
+#: migrate waits for them like any statement.
+FIRING_LOCK_TIMEOUT = "100ms"
+FIRING_LOCK_TRIES = 100
+FIRING_LOCK_PAUSE = 0.1
 
 
 @dataclass
@@ -107,6 +113,7 @@ def _migrate_once(
     with psycopg.connect(url, autocommit=False) as conn:
         with conn.transaction():
             _lock(conn)
+            _lock_firing_tables(conn)
             queries.execute_sync(conn, "quiet_notices")
             queries.execute_sync(conn, "create_schema")
             queries.execute_sync(conn, "create_migrations_table")
@@ -148,6 +155,24 @@ def _lock(conn: psycopg.Connection[Any]) -> None:
         holder = queries.value_sync(conn, "migrate_lock_holders", {"key": LOCK_KEY})
         raise errors.Conflict("migrate.locked", "database", holder=holder or "?") from None
     queries.execute_sync(conn, "set_lock_timeout", {"value": was})
+
+
+def _lock_firing_tables(conn: psycopg.Connection[Any]) -> None:
+    """The tables firing writes, taken before anything changes them (see the ``lock_firing_tables`` query):
+    in short tries, so that a tick holding one of them finishes instead of queuing behind migrate."""
+    was = queries.value_sync(conn, "lock_timeout")
+    queries.execute_sync(conn, "set_lock_timeout", {"value": FIRING_LOCK_TIMEOUT})
+    try:
+        for _ in range(FIRING_LOCK_TRIES):
+            try:
+                with conn.transaction():  # a savepoint: a try that timed out leaves nothing
+                    queries.execute_sync(conn, "lock_firing_tables")
+                return
+            except psycopg.errors.LockNotAvailable:
+                time.sleep(FIRING_LOCK_PAUSE)
+    finally:
+        queries.execute_sync(conn, "set_lock_timeout", {"value": was})
+    queries.execute_sync(conn, "lock_firing_tables")  # busy all along: wait like any statement
 
 
 def fingerprint() -> str:

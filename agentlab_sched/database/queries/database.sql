@@ -21,6 +21,28 @@ SELECT to_regclass('agentlab_sched.schema_migrations') IS NOT NULL AS found
 -- One migrate at a time: a lock only the owner of the migrations table can take (readers may SELECT).
 LOCK TABLE agentlab_sched.schema_migrations IN EXCLUSIVE MODE
 
+-- name: lock_firing_tables
+-- The tables firing and jobs write, those that exist, all at once before migrate changes any: a tick reads
+-- a table and then writes it, so migrate waiting for it midway (queued ahead of the tick's second lock)
+-- made a deadlock. Taken under a short lock_timeout and tried again (migrate.py), so that migrate is never
+-- queued long ahead of a tick.
+DO $$
+DECLARE
+    names text;
+BEGIN
+    SELECT string_agg(format('%I.%I', t.schema_name, t.table_name), ', ' ORDER BY t.ord) INTO names
+    FROM (VALUES (1, 'agentlab_sched', 'schedules'), (2, 'agentlab_sched', 'fire_requests'),
+                 (3, 'agentlab_sched', 'fires'), (4, 'agentlab_sched', 'runs'), (5, 'agentlab_sched', 'approvals'),
+                 (6, 'agentlab_sched', 'outbox'), (7, 'agentlab_sched', 'deliveries'),
+                 (8, 'agentlab_sched', 'schedule_changes'), (9, 'public', 'procrastinate_jobs'))
+         AS t(ord, schema_name, table_name)
+    WHERE to_regclass(format('%I.%I', t.schema_name, t.table_name)) IS NOT NULL;
+    IF names IS NOT NULL THEN
+        EXECUTE 'LOCK TABLE ' || names || ' IN ACCESS EXCLUSIVE MODE';
+    END IF;
+END
+$$
+
 -- name: migrate_lock_holders
 -- Who holds migrate's lock (the table's, or the advisory key %(key)s): pid, role, application, since.
 SELECT string_agg(format('pid %%s (%%s, %%s, since %%s)', a.pid, a.usename, nullif(a.application_name, ''),
