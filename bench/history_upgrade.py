@@ -35,8 +35,9 @@ from .retention import Firing, _window
 PARTITIONING = "0005_partitioned_history.sql"
 
 
-def _before_partitioning(url: str) -> None:
-    """The schema as a database that never ran 0005 has it (the migration chain without it)."""
+def migrate_before_partitioning(url: str) -> None:
+    """The schema as a database that never ran 0005 has it: every migration but the partitioning one (the
+    functions of sql/ are this version's, and read the columns the other migrations add)."""
     with tempfile.TemporaryDirectory() as tmp:
         for path in sorted(migrate_module.MIGRATIONS_DIR.glob("*.sql")):
             if path.name != PARTITIONING:
@@ -100,7 +101,7 @@ def _ledger_check(url: str, since: datetime.datetime) -> dict[str, int]:
 
 def one(srv: common.Server, schedules: int, rows: int, before: float, after: float) -> dict[str, Any]:
     with srv.database(empty=True) as url:
-        _before_partitioning(url)
+        migrate_before_partitioning(url)
         now = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
         load_s = _load(url, schedules, rows, now)
         firing = Firing(url, datetime.datetime.now(datetime.UTC).replace(microsecond=0))

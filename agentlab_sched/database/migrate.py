@@ -13,10 +13,9 @@
   tables, once.
 
 Everything runs under a transaction-scoped advisory lock, so two concurrent migrates are safe: the
-second waits, then finds nothing to do. A migration that changes a table firing writes to can meet a tick
-or a job's end that took the same tables in another order; when PostgreSQL ends that deadlock by rolling
-migrate back, migrate runs again from the start (at most ``DEADLOCK_ATTEMPTS`` times): nothing of the
-rolled-back attempt remains, and firing went on meanwhile.
+second waits, then finds nothing to do. Before it changes anything, migrate takes the tables firing
+writes, whole and at once: a tick that claims schedules and then advances them would otherwise deadlock
+with a migration that took a weaker lock on one of them and then wanted it whole.
 """
 
 from __future__ import annotations
@@ -41,8 +40,6 @@ MIGRATIONS_DIR = PACKAGE_DIR / "migrations"
 SQL_DIR = PACKAGE_DIR / "sql"
 #: pg_advisory_xact_lock key: "agentlab-sched migrate".
 LOCK_KEY = 0x61676C5F6D696772
-#: How many times migrate runs when PostgreSQL chose it as a deadlock's victim.
-DEADLOCK_ATTEMPTS = 5
 #: The tables firing writes are taken at once, each try waiting at most this long; after the last try
 #: migrate waits for them like any statement.
 FIRING_LOCK_TIMEOUT = "100ms"
@@ -64,8 +61,6 @@ class MigrateReport:
     cron_blocker: str | None = None
     #: Tables the Citus step handed to Citus (``table: placement``); empty on plain PostgreSQL.
     citus: list[str] = field(default_factory=list)
-    #: Attempts rolled back as a deadlock's victim before the one that committed.
-    deadlocks: int = 0
 
     @property
     def changed(self) -> bool:
@@ -93,22 +88,6 @@ def migrate(
     """
     if cron_schema == _FROM_SETTINGS:
         cron_schema = Settings.from_env().cron_schema
-    for attempt in range(DEADLOCK_ATTEMPTS):
-        try:
-            report = _migrate_once(url, locale=locale, on_time_window=on_time_window, cron_schema=cron_schema)
-        except psycopg.errors.DeadlockDetected:
-            if attempt + 1 == DEADLOCK_ATTEMPTS:
-                raise
-            continue
-        report.deadlocks = attempt
-        return report
-    raise AssertionError("unreachable")
-
-
-def _migrate_once(
-    url: str, *, locale: str | None, on_time_window: float | None, cron_schema: str | None
-) -> MigrateReport:
-    """One attempt, in one transaction."""
     report = MigrateReport(cron_schema=cron_schema)
     with psycopg.connect(url, autocommit=False) as conn:
         with conn.transaction():
