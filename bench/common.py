@@ -400,6 +400,29 @@ def transactions(admin_url: str) -> dict[str, int]:
     return {"xacts": int(row[0]), "xids": int(row[1]), "reading": next(_readings)}
 
 
+def tuples_read(url: str) -> dict[str, int]:
+    """Rows read so far in the database at ``url``, by table (a partition counts for its parent) and by how
+    ("<table> seq": by sequential scans; "<table> index": fetched through indexes; ``pg_stat_all_tables``). The benchmark's own
+    ``bench_hits`` is left out: its polling counts would hide the scheduler's."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            """SELECT coalesce(i.inhparent::regclass::text, t.relid::regclass::text) || ' ' || k.how AS rel,
+                      sum(CASE k.how WHEN 'seq' THEN coalesce(t.seq_tup_read, 0)
+                                     ELSE coalesce(t.idx_tup_fetch, 0) END)::bigint AS read
+               FROM pg_stat_all_tables t LEFT JOIN pg_inherits i ON i.inhrelid = t.relid
+               CROSS JOIN (VALUES ('seq'), ('index')) AS k(how)
+               WHERE t.relname <> 'bench_hits' GROUP BY 1"""
+        ).fetchall()
+    return {str(rel): int(read) for rel, read in rows}
+
+
+def tuples_between(before: dict[str, int], after: dict[str, int], top: int = 5) -> tuple[int, dict[str, int]]:
+    """Rows read from ``before`` to ``after`` (`tuples_read`), and the ``top`` tables that read the most."""
+    spent = {rel: n - before.get(rel, 0) for rel, n in after.items()}
+    tables = dict(sorted(((r, n) for r, n in spent.items() if n > 0), key=lambda x: -x[1])[:top])
+    return sum(spent.values()), tables
+
+
 def transactions_between(before: dict[str, int], after: dict[str, int], others: int = 0) -> dict[str, int]:
     """Transactions from ``before`` to ``after``, without the readings' own nor ``others`` (statements the
     benchmark ran meanwhile, each a transaction)."""

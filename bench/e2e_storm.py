@@ -254,6 +254,9 @@ def storm(srv: common.Server, system: str, n: int, workers: int, concurrency: in
                 _sleep_until(at - timedelta(seconds=BEFORE))
                 if common.statements_profiled():
                     admin.one("SELECT pg_stat_statements_reset() IS NULL")
+                # pg_cron keeps its jobs and their runs in the database it is installed in: those count too.
+                watched = [url, srv.admin_url] if system == "pg_cron" else [url]
+                tuples0 = [common.tuples_read(u) for u in watched]
                 result = _measure(srv, system, bench, admin, procs, n, at)
                 result["load_seconds"] = round(load_seconds, 1)
                 if common.statements_profiled():
@@ -272,6 +275,9 @@ def storm(srv: common.Server, system: str, n: int, workers: int, concurrency: in
             admin.close()
         # Workers stopped and our connections closed: every backend has reported its transactions.
         _per_job(result, common.settled_transactions(srv.admin_url), ours, n)
+        spent = [common.tuples_between(t0, common.tuples_read(u)) for u, t0 in zip(watched, tuples0, strict=True)]
+        result["tuples_read_per_job"] = round(sum(read for read, _ in spent) / n, 1)
+        result["tuples_read_by_table"] = {rel: read for _, tables in spent for rel, read in tables.items()}
         if system == "pg_cron":
             with psycopg.connect(srv.admin_url, autocommit=True) as conn:
                 conn.execute("DELETE FROM cron.job WHERE jobname LIKE 'storm-%'")
@@ -548,7 +554,8 @@ def run(
                         f"{mode} N={n} workers={one['workers'] or '-'} {system}: first {one['first_s']} s, "
                         f"median {one['median_s']} s, last {one['last_s']} s, finished {one['finished_s']} s; "
                         f"{one['transactions_per_job']} transactions and {one['cpu_ms_per_job']['total']} ms CPU "
-                        f"(worker {one['cpu_ms_per_job']['worker']}, server {one['cpu_ms_per_job']['server']}) per job",
+                        f"(worker {one['cpu_ms_per_job']['worker']}, server {one['cpu_ms_per_job']['server']}) per job; "
+                        f"{one.get('tuples_read_per_job', '-')} rows read per job {one.get('tuples_read_by_table', {})}",
                         flush=True,
                     )
                 cell = {"n": n, "workers": k, "systems": rows + once, "ratios": _ratios(rows + once)}

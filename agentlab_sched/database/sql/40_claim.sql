@@ -128,7 +128,7 @@ $$;
 -- launch of a schedule that nothing can refuse or make special (task known, no overlap to check or the
 -- `skip` policy with no open run, no run limit, isolated context, inputs that render, not yet in the
 -- ledger, claim not stale). Same rows as launch() writes: the ledger rows, the runs, and the jobs in one
--- procrastinate_defer_jobs_v1 call. `done` lists the positions (1-based) of the plans applied here.
+-- defer_jobs() call. `done` lists the positions (1-based) of the plans applied here.
 -- The schedules are locked by the caller's claim, so nothing can change them between the checks and the
 -- writes; any error aborts the batch and the tick retries it plan by plan.
 CREATE OR REPLACE FUNCTION agentlab_sched.apply_simple_plans(plans jsonb, now timestamptz,
@@ -136,6 +136,11 @@ CREATE OR REPLACE FUNCTION agentlab_sched.apply_simple_plans(plans jsonb, now ti
 LANGUAGE plpgsql
 SET plan_cache_mode = auto  -- a few statements per batch: cached plans (and none for the templates' code)
 SET search_path = pg_catalog, pg_temp
+-- Every read here is by key (the batch's schedules, runs and jobs): with plans kept from a near-empty
+-- jobs table, the check that pairs runs with jobs was a hash join over a scan of every job, each batch.
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
 AS $$
 DECLARE
     moved integer;
@@ -223,7 +228,7 @@ BEGIN
 
     -- Job ids come from a sequence, in the order the jobs are inserted (the order of the array).
     SELECT array_agg(j ORDER BY j) INTO v_jids
-    FROM unnest(public.procrastinate_defer_jobs_v1(ARRAY(
+    FROM unnest(agentlab_sched.defer_jobs(ARRAY(
         SELECT ROW(s.queue, s.task, s.priority,
                    CASE WHEN s.overlap = 'buffer_all' THEN 'agentlab_sched:' || s.id END, NULL,
                    u.rendered, NULL)::public.procrastinate_job_to_defer_v1

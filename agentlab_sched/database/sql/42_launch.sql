@@ -185,8 +185,8 @@ BEGIN
         RETURN jsonb_build_object('status', 'duplicate');
     END IF;
 
-    jid := (public.procrastinate_defer_jobs_v1(ARRAY[ROW(s.queue, s.task, s.priority, job_lock, NULL, rendered,
-                                                  NULL)::public.procrastinate_job_to_defer_v1]))[1];
+    jid := (agentlab_sched.defer_jobs(ARRAY[ROW(s.queue, s.task, s.priority, job_lock, NULL, rendered,
+                                         NULL)::public.procrastinate_job_to_defer_v1]))[1];
     INSERT INTO agentlab_sched.runs (id, schedule_id, fire_id, task, inputs, status, job_id, started_by, timeout,
                                      session_key)
     VALUES (rid, s.id, fid, s.task, rendered, 'queued', jid,

@@ -161,8 +161,8 @@ BEGIN
         INTO q, p, l
         FROM agentlab_sched.schedules s WHERE s.id = r.schedule_id;
     END IF;
-    RETURN (public.procrastinate_defer_jobs_v1(ARRAY[ROW(coalesce(q, 'default'), r.task, coalesce(p, 0), l, NULL,
-                                                   r.inputs, NULL)::public.procrastinate_job_to_defer_v1]))[1];
+    RETURN (agentlab_sched.defer_jobs(ARRAY[ROW(coalesce(q, 'default'), r.task, coalesce(p, 0), l, NULL,
+                                          r.inputs, NULL)::public.procrastinate_job_to_defer_v1]))[1];
 END
 $$;
 
