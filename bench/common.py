@@ -401,9 +401,9 @@ def transactions(admin_url: str) -> dict[str, int]:
 
 
 def tuples_read(url: str) -> dict[str, int]:
-    """Rows read so far in the database at ``url``, by table (a partition counts for its parent) and by how
-    ("<table> seq": by sequential scans; "<table> index": fetched through indexes; ``pg_stat_all_tables``). The benchmark's own
-    ``bench_hits`` is left out: its polling counts would hide the scheduler's."""
+    """Rows read so far in the database at ``url`` (``pg_stat_all_tables``), by table (a partition counts
+    for its parent) and by how: "<table> seq" by sequential scans, "<table> index" fetched through indexes.
+    The benchmark's own ``bench_hits`` is left out: its polling would hide the scheduler's reads."""
     with psycopg.connect(url, autocommit=True) as conn:
         rows = conn.execute(
             """SELECT coalesce(i.inhparent::regclass::text, t.relid::regclass::text) || ' ' || k.how AS rel,

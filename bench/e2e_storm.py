@@ -554,8 +554,9 @@ def run(
                         f"{mode} N={n} workers={one['workers'] or '-'} {system}: first {one['first_s']} s, "
                         f"median {one['median_s']} s, last {one['last_s']} s, finished {one['finished_s']} s; "
                         f"{one['transactions_per_job']} transactions and {one['cpu_ms_per_job']['total']} ms CPU "
-                        f"(worker {one['cpu_ms_per_job']['worker']}, server {one['cpu_ms_per_job']['server']}) per job; "
-                        f"{one.get('tuples_read_per_job', '-')} rows read per job {one.get('tuples_read_by_table', {})}",
+                        f"(worker {one['cpu_ms_per_job']['worker']}, server {one['cpu_ms_per_job']['server']}) "
+                        f"per job; {one.get('tuples_read_per_job', '-')} rows read per job "
+                        f"{one.get('tuples_read_by_table', {})}",
                         flush=True,
                     )
                 cell = {"n": n, "workers": k, "systems": rows + once, "ratios": _ratios(rows + once)}
