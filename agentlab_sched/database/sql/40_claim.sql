@@ -124,6 +124,22 @@ BEGIN
 END
 $$;
 
+-- Whether any of the runs `rids` has a job of another task or other inputs (apply_simple_plans pairs runs
+-- with the jobs it deferred by the order of their ids, and proves it). Each run's job is looked up by key:
+-- a plan kept from when procrastinate_jobs was near empty hashed a scan of every job, at every batch.
+CREATE OR REPLACE FUNCTION agentlab_sched.runs_mispaired(rids uuid[]) RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+AS $$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM agentlab_sched.runs r JOIN public.procrastinate_jobs j ON j.id = r.job_id
+                   WHERE r.id = ANY (rids) AND (j.task_name <> r.task OR j.args <> r.inputs));
+END
+$$;
+
 -- The simple plans of a batch, set-based: plans that only move next_run_at, and plans with exactly one
 -- launch of a schedule that nothing can refuse or make special (task known, no overlap to check or the
 -- `skip` policy with no open run, no run limit, isolated context, inputs that render, not yet in the
@@ -136,11 +152,6 @@ CREATE OR REPLACE FUNCTION agentlab_sched.apply_simple_plans(plans jsonb, now ti
 LANGUAGE plpgsql
 SET plan_cache_mode = auto  -- a few statements per batch: cached plans (and none for the templates' code)
 SET search_path = pg_catalog, pg_temp
--- Every read here is by key (the batch's schedules, runs and jobs): with plans kept from a near-empty
--- jobs table, the check that pairs runs with jobs was a hash join over a scan of every job, each batch.
-SET enable_seqscan = off
-SET enable_hashjoin = off
-SET enable_mergejoin = off
 AS $$
 DECLARE
     moved integer;
@@ -248,8 +259,7 @@ BEGIN
 
     -- The pairing of runs and jobs rests on the sequence handing out ids in insertion order; prove it for
     -- this batch (a mismatch aborts it, and the tick applies the batch again plan by plan).
-    IF EXISTS (SELECT 1 FROM agentlab_sched.runs r JOIN public.procrastinate_jobs j ON j.id = r.job_id
-               WHERE r.id = ANY (v_rids) AND (j.task_name <> r.task OR j.args <> r.inputs)) THEN
+    IF agentlab_sched.runs_mispaired(v_rids) THEN
         RAISE EXCEPTION 'apply_simple_plans: runs and jobs paired out of order';
     END IF;
 
