@@ -59,6 +59,13 @@ FINISH_GRACE = 1.0
 LISTEN_CHECK = 60.0
 #: The most job ends one statement writes.
 MAX_FINISH = 500
+#: The lines about a job that every job gets (loaded, started, succeeded, its end written), by their level.
+_EVERY_JOB = {
+    "loaded_job_info": logging.DEBUG,
+    "start_job": logging.INFO,
+    "job_success": logging.INFO,
+    "finish_task": logging.DEBUG,
+}
 
 
 class BatchWorker(procrastinate_worker.Worker):
@@ -156,6 +163,26 @@ class BatchWorker(procrastinate_worker.Worker):
         if job_id in self._held:
             self._held.discard(job_id)
             self._slot_freed.set()
+
+    # -- Procrastinate's lines about jobs --------------------------------------------------------------
+
+    def _log_extra(
+        self,
+        action: str,
+        context: job_context.JobContext | None,
+        job_result: job_context.JobResult | None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """The fields of Procrastinate's line about a job; none for a line every job gets that would not be
+        shown (`agentlab-sched worker` shows Procrastinate's warnings only). The fields are built before the
+        logger decides (the job as a dict, four times a job): the largest part of the Python between taking
+        a job and starting its body."""
+        level = _EVERY_JOB.get(action)
+        if level is not None and not (
+            procrastinate_worker.logger.isEnabledFor(level) or self.logger.isEnabledFor(level)
+        ):
+            return {}
+        return cast(dict[str, Any], super()._log_extra(action, context, job_result, **kwargs))
 
     # -- finishing jobs -------------------------------------------------------------------------------
 

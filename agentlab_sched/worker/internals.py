@@ -78,7 +78,9 @@ PRIVATE: tuple[Private, ...] = (
         "_log_extra",
         "method",
         ("action", "context", "job_result", "kwargs"),
-        "batch.BatchWorker logs a job's end with Procrastinate's own fields",
+        "batch.BatchWorker logs a job's end with Procrastinate's own fields, and overrides it: the fields of "
+        "the lines every job gets are not built when those lines are not shown",
+        called_from="_process_job",
     ),
     Private(
         "procrastinate.worker:Worker",
