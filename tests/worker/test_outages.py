@@ -343,6 +343,12 @@ def test_a_stop_while_the_schedules_table_is_locked(db_url: str, tmp_path: Path)
             _poll(lambda: fetched(conn.execute(
                 "SELECT count(*) AS n FROM agentlab_sched.runs WHERE status = 'succeeded'"
             ).fetchone())["n"] >= 5, 60, "runs finishing")  # fmt: skip
+            # A body that began in the last half second (it sleeps 1 s) ends while the table is locked: on a
+            # loaded machine every run may otherwise have ended just before, the tick firing no new one.
+            _poll(lambda: fetched(conn.execute(
+                "SELECT count(*) AS n FROM agentlab_sched.runs"
+                " WHERE status = 'running' AND started_at > clock_timestamp() - interval '0.5 s'"
+            ).fetchone())["n"] >= 1, 60, "a run just started", every=0.05)  # fmt: skip
             with _connect(db_url) as locker, locker.transaction():
                 locker.execute("LOCK TABLE agentlab_sched.schedules IN ACCESS EXCLUSIVE MODE")
                 before = conn.execute("SELECT count(*) AS n FROM agentlab_sched.runs WHERE status = 'succeeded'")
