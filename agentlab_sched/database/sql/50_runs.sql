@@ -229,6 +229,42 @@ BEGIN
 END
 $$;
 
+-- The queued runs of the jobs `jobs`, started in one statement: settle_run's change from queued to running
+-- (its job taken), for many runs at once. The caller holds the jobs' rows (the job trigger's lock order:
+-- the job, then its run) and marks them doing next; the job trigger then finds these runs running and
+-- leaves them. Runs in any other status (awaiting an approval, suspended, ended) are left to the trigger.
+CREATE OR REPLACE FUNCTION agentlab_sched.start_runs(jobs bigint[]) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+-- Index lookups from the jobs given, whatever the statistics say, with one plan for the session (as
+-- run_contexts in 52_run_worker.sql): a plan made while the day's runs were few read every queued run
+-- (their partial index) for each call once thousands were queued.
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+SET enable_seqscan = off
+SET plan_cache_mode = force_generic_plan
+AS $$
+BEGIN
+    UPDATE agentlab_sched.runs x SET
+        status = 'running',
+        tally_pending = NULL,
+        started_at = coalesce(x.started_at, now()),
+        deadline_at = CASE WHEN x.timeout IS NOT NULL THEN now() + x.timeout ELSE x.deadline_at END,
+        finished_at = NULL,
+        error = NULL,
+        error_code = NULL,
+        error_term = NULL,
+        outcome = NULL,
+        updated_at = now()
+    -- Each job's run by the job index (OFFSET 0: a look-up of its own), then the run by its key.
+    FROM unnest(jobs) AS j(id)
+    CROSS JOIN LATERAL (SELECT y.id, y.created_at, y.status FROM agentlab_sched.runs y WHERE y.job_id = j.id
+                        OFFSET 0) r
+    WHERE r.status = 'queued' AND x.id = r.id AND x.created_at = r.created_at;
+END
+$$;
+REVOKE ALL ON FUNCTION agentlab_sched.start_runs(bigint[]) FROM PUBLIC;
+
 -- AFTER UPDATE ON procrastinate_jobs: the run of the job follows a change of its status.
 --
 -- The two job triggers, and what they call, keep their statements' plans (plan_cache_mode = auto, where
