@@ -236,15 +236,29 @@ $$;
 CREATE OR REPLACE FUNCTION agentlab_sched.start_runs(jobs bigint[]) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
--- Index lookups from the jobs given, whatever the statistics say, with one plan for the session (as
--- run_contexts in 52_run_worker.sql): a plan made while the day's runs were few read every queued run
--- (their partial index) for each call once thousands were queued.
+-- Key lookups whatever the statistics say, with one plan for the session (as run_contexts in
+-- 52_run_worker.sql): a plan made while the day's runs were few read every open run for each call once
+-- thousands were queued, and a join of the runs with their keys read every run of the day.
 SET enable_hashjoin = off
 SET enable_mergejoin = off
 SET enable_seqscan = off
 SET plan_cache_mode = force_generic_plan
 AS $$
+DECLARE
+    ids uuid[];
+    created timestamptz[];
 BEGIN
+    -- Each job's run by the job index (OFFSET 0: a look-up of its own, as run_contexts does).
+    SELECT array_agg(r.id), array_agg(r.created_at) INTO ids, created
+    FROM unnest(jobs) AS j(id)
+    CROSS JOIN LATERAL (SELECT y.id, y.created_at, y.status FROM agentlab_sched.runs y WHERE y.job_id = j.id
+                        OFFSET 0) r
+    WHERE r.status = 'queued';
+    IF ids IS NULL THEN
+        RETURN;
+    END IF;
+    -- Then the runs by their keys (each id has one created_at: the pairs match these runs and no other).
+    -- Their jobs are held by the caller, and whoever changes a run holds its job first: still queued.
     UPDATE agentlab_sched.runs x SET
         status = 'running',
         tally_pending = NULL,
@@ -256,11 +270,7 @@ BEGIN
         error_term = NULL,
         outcome = NULL,
         updated_at = now()
-    -- Each job's run by the job index (OFFSET 0: a look-up of its own), then the run by its key.
-    FROM unnest(jobs) AS j(id)
-    CROSS JOIN LATERAL (SELECT y.id, y.created_at, y.status FROM agentlab_sched.runs y WHERE y.job_id = j.id
-                        OFFSET 0) r
-    WHERE r.status = 'queued' AND x.id = r.id AND x.created_at = r.created_at;
+    WHERE x.id = ANY (ids) AND x.created_at = ANY (created);
 END
 $$;
 REVOKE ALL ON FUNCTION agentlab_sched.start_runs(bigint[]) FROM PUBLIC;
