@@ -150,6 +150,38 @@ async def test_fetch_jobs_returns_each_runs_context_after_the_run_started(conn: 
     assert by_id[run["job_id"]]["args"] == {"day": "2026-10-05"}
 
 
+async def test_a_run_started_by_fetch_jobs_is_the_run_procrastinates_fetch_starts(conn: Conn) -> None:
+    """fetch_jobs starts the runs of the jobs it takes in one statement (start_runs); Procrastinate's fetch
+    leaves it to the job trigger (settle_run), run by run. Both write the same run, from a queued one with
+    a timeout and from one without."""
+    for name, timeout in (("plain-a", None), ("timed-a", timedelta(seconds=30)),
+                          ("plain-b", None), ("timed-b", timedelta(seconds=30))):  # fmt: skip
+        await make_schedule(conn, name, inputs={}, timeout=timeout)
+    await tick.fire_due(conn, NINE + timedelta(seconds=1), settings=EN)
+    cur = await conn.execute(
+        """SELECT s.name, r.job_id FROM agentlab_sched.runs r JOIN agentlab_sched.schedules s ON s.id = r.schedule_id"""
+    )
+    job_of = {row["name"]: row["job_id"] for row in await cur.fetchall()}
+    worker = await _worker(conn)
+    await conn.execute(
+        "UPDATE procrastinate_jobs SET priority = 1 WHERE id = ANY(%s)", ([job_of["plain-a"], job_of["timed-a"]],)
+    )
+    for _ in range(2):  # the two of priority 1, each by Procrastinate's own fetch and the job trigger
+        await conn.execute("SELECT id FROM procrastinate_fetch_job_v2(NULL, %s)", (worker,))
+    assert {r["id"] for r in await _fetch(conn, worker, 10)} == {job_of["plain-b"], job_of["timed-b"]}
+    cur = await conn.execute(
+        """SELECT s.name, r.status, r.tally_pending, r.finished_at, r.error, r.error_code, r.error_term, r.outcome,
+                  r.started_at IS NOT NULL AS started, r.deadline_at - r.started_at AS deadline_after,
+                  r.updated_at >= r.started_at AS updated
+           FROM agentlab_sched.runs r JOIN agentlab_sched.schedules s ON s.id = r.schedule_id"""
+    )
+    runs = {row.pop("name"): row for row in await cur.fetchall()}
+    assert runs["plain-a"] == runs["plain-b"]
+    assert runs["timed-a"] == runs["timed-b"]
+    assert runs["plain-b"]["status"] == "running" and runs["plain-b"]["deadline_after"] is None
+    assert runs["timed-b"]["deadline_after"] == timedelta(seconds=30)
+
+
 async def _finish(
     conn: Conn,
     ids: list[int],

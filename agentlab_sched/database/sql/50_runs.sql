@@ -233,6 +233,7 @@ $$;
 -- (its job taken), for many runs at once. The caller holds the jobs' rows (the job trigger's lock order:
 -- the job, then its run) and marks them doing next; the job trigger then finds these runs running and
 -- leaves them. Runs in any other status (awaiting an approval, suspended, ended) are left to the trigger.
+-- tests/worker/test_batch_jobs.py holds the runs it writes to those settle_run writes.
 CREATE OR REPLACE FUNCTION agentlab_sched.start_runs(jobs bigint[]) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
