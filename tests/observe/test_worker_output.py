@@ -94,6 +94,17 @@ def _scrape(port: int) -> str:
         return response.read().decode("utf-8")
 
 
+def _scrape_when(port: int, name: str, limit: float = 30.0) -> str:
+    """A scrape in which the sample ``name`` has counted something: a tick's duration is observed when
+    the tick ends, which can be after the run of a fire it recorded has already succeeded."""
+    deadline = time.monotonic() + limit
+    while True:
+        scrape = _scrape(port)
+        if _metric(scrape, name) >= 1 or time.monotonic() > deadline:
+            return scrape
+        time.sleep(0.1)
+
+
 def _metric(text: str, name: str, **labels: str) -> float:
     """The value of one sample of the scrape (0 when absent)."""
     want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
@@ -130,7 +141,7 @@ def test_json_lines_metrics_and_doctor_from_a_real_worker(db_url: str, sync_conn
             lambda line: _json(line).get("event") == "run" and _json(line).get("status") == "succeeded"))  # fmt: skip
         assert done["schedule"] == "every-second" and done["fire_id"] and done["run_id"]
 
-        scrape = _scrape(port)
+        scrape = _scrape_when(port, "agentlab_sched_tick_duration_seconds_count")
         assert _metric(scrape, "agentlab_sched_fires_total", status="started", reason_code="") >= 1
         assert _metric(scrape, "agentlab_sched_fires_total", status="failed_to_start",
                        reason_code="launch.unknown_task") >= 1  # fmt: skip
