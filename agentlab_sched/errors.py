@@ -199,6 +199,7 @@ REGISTRY: dict[str, ErrorCode] = {
             "request.error",
             "schedule.defined_in_code",
             "migrate.citus_coordinator",
+            "migrate.hold_too_long",
             "setup.public_writable",
             "setup.public_planted",
         ),

@@ -7,7 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
@@ -16,6 +16,9 @@ from agentlab_sched import messages
 from agentlab_sched.cli import common
 from agentlab_sched.errors import SchedError
 from agentlab_sched.settings import given
+
+if TYPE_CHECKING:
+    from agentlab_sched.database.migrate import MigratePlan
 
 #: ``roles create``'s default --prefix: ``agentlab_sched.database.roles.DEFAULT_PREFIX`` (a test holds them equal),
 #: written here so that building the command line does not import psycopg.
@@ -31,15 +34,40 @@ db_app = typer.Typer(
 Dev = Annotated[bool, typer.Option("--dev", help="The demo's own database (agentlab_sched_dev), the one `dev` uses.")]
 
 
-def migrate_cmd(ctx: typer.Context) -> None:
+def migrate_cmd(
+    ctx: typer.Context,
+    plan: Annotated[
+        bool, typer.Option("--plan", help="Say what migrate would do and how long firing would wait; change nothing.")
+    ] = False,
+    max_hold: Annotated[
+        float | None,
+        typer.Option(
+            "--max-hold",
+            min=0,
+            metavar="SECONDS",
+            help="Refuse, changing nothing, when partitioning the history would hold firing longer than this.",
+        ),
+    ] = None,
+) -> None:
     """Create or upgrade the schema (Procrastinate's and ours); running it twice changes nothing."""
-    from agentlab_sched.database.migrate import migrate
+    from agentlab_sched.database import migrate as migrating
 
     st = common.state(ctx)
     database = st.database()
+    todo = migrating.plan(database.url)
+    if plan:
+        if todo.pending:
+            common.say(ctx, "migrate.plan_pending", pending=", ".join(todo.pending))
+        else:
+            common.say(ctx, "cli.up_to_date")
+        if todo.history_rows:
+            common.say(ctx, "migrate.plan_hold", **_hold_params(todo))
+        return
+    if todo.history_rows and (max_hold is None or todo.hold_seconds <= max_hold):
+        common.say_to_stderr(st.locale, "migrate.plan_hold", **_hold_params(todo))
     # The deployment's locale is recorded only when one was chosen (--locale or AGENTLAB_SCHED_LOCALE).
     chosen = st.locale if (st.locale_given or given("locale")) else None
-    report = migrate(database.url, locale=chosen)
+    report = migrating.migrate(database.url, locale=chosen, max_hold=max_hold)
     names = [f"procrastinate/{n}" for n in report.procrastinate] + report.applied
     if names:
         common.say(ctx, "cli.migrated", applied=", ".join(names))
@@ -49,6 +77,17 @@ def migrate_cmd(ctx: typer.Context) -> None:
         common.err().print(
             common.text("cli.cron_compat_skipped", st.locale, schema=report.cron_schema, owner=report.cron_blocker)
         )
+
+
+def _hold_params(todo: MigratePlan) -> dict[str, object]:
+    from agentlab_sched.database import migrate as migrating
+
+    return {
+        "rows": sum(todo.history_rows.values()),
+        "tables": ", ".join(f"{name} {rows}" for name, rows in todo.history_rows.items()),
+        "seconds": migrating.hold_text(todo.hold_seconds),
+        "per_million": migrating.HOLD_SECONDS_PER_MILLION_ROWS,
+    }
 
 
 _URL = re.compile(r"^postgres(?:ql)?://", re.IGNORECASE)

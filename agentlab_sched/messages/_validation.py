@@ -356,6 +356,27 @@ MESSAGES.update(
             "migrate 未改动数据库:已安装 citus 扩展,但协调节点不在 Citus 的节点列表中;请先运行 SELECT "
             "citus_set_coordinator_host('<host>', <port>),再运行 migrate",
         ),
+        "migrate.hold_too_long": (
+            "migrate did not change the database: partitioning its history ({rows} rows) would hold firing for "
+            "about {seconds} s, longer than --max-hold {max_hold} s; run migrate at a quiet hour (without "
+            "--max-hold, or with a longer one), or shrink the history first with prune",
+            "migrate 未改动数据库:将历史记录({rows} 行)改为分区表会让触发暂停约 {seconds} 秒,超过 --max-hold "
+            "{max_hold} 秒;请在空闲时段运行 migrate(不带 --max-hold,或给更长的值),或先用 prune 缩减历史记录",
+        ),
+        "migrate.max_hold": (
+            "max_hold: {value} is not a number of seconds of at least 0",
+            "max_hold:{value} 不是不小于 0 的秒数",
+        ),
+        "migrate.plan_pending": ("migrate would apply: {pending}", "migrate 将执行:{pending}"),
+        "migrate.plan_hold": (
+            "partitioning the history ({rows} rows: {tables}) holds firing for about {seconds} s while migrate "
+            "runs (about {per_million} s a million rows). To run it later, keep this database on the version it "
+            "runs until a quiet hour, then run agentlab-sched migrate; --max-hold SECONDS makes migrate refuse, "
+            "changing nothing, when firing would wait longer",
+            "将历史记录改为分区表({rows} 行:{tables})会在 migrate 运行期间让触发暂停约 {seconds} 秒(每百万行约 "
+            "{per_million} 秒)。如需稍后执行:在空闲时段之前让数据库继续使用当前运行的版本,届时再运行 "
+            "agentlab-sched migrate;--max-hold 秒数 可让 migrate 在触发等待会更久时拒绝执行,不做任何改动",
+        ),
         "migrate.locked": (
             "migrate did not start: another session has held migrate's lock for 10 s ({holder}); let it finish "
             "(or end it: SELECT pg_terminate_backend(pid)) and run migrate again",

@@ -187,10 +187,12 @@ def execute_many_sync(conn: Conn, name: str, params: Iterable[Mapping[str, Any] 
         cur.executemany(_query(name, None), params)
 
 
-def one_sync(conn: Conn, name: str, params: Params = None) -> dict[str, Any] | None:
+def one_sync(
+    conn: Conn, name: str, params: Params = None, *, identifiers: Mapping[str, str] | None = None
+) -> dict[str, Any] | None:
     """:func:`one` on a sync connection (dict rows)."""
     with conn.cursor(row_factory=dict_row) as cur:
-        cur.execute(_query(name, None), params)
+        cur.execute(_query(name, identifiers), params)
         return cur.fetchone()
 
 
@@ -201,9 +203,9 @@ def rows_sync(conn: Conn, name: str, params: Params = None) -> list[dict[str, An
         return cur.fetchall()
 
 
-def value_sync(conn: Conn, name: str, params: Params = None) -> Any:
+def value_sync(conn: Conn, name: str, params: Params = None, *, identifiers: Mapping[str, str] | None = None) -> Any:
     """:func:`value` on a sync connection."""
-    found = one_sync(conn, name, params)
+    found = one_sync(conn, name, params, identifiers=identifiers)
     if found is None:
         raise LookupError(f"query {name} returned no row")
     return next(iter(found.values()))

@@ -69,6 +69,27 @@ CREATE TABLE IF NOT EXISTS agentlab_sched.schema_migrations (
     checksum text NOT NULL,
     applied_at timestamptz NOT NULL DEFAULT now())
 
+-- name: unpartitioned_history
+-- The history tables a database before 0005_partitioned_history.sql has as plain tables, with their rows
+-- estimated (the planner's rows per page times the pages the table has now) past 8 MB; NULL (to be
+-- counted) below, or when the table was never analysed.
+SELECT c.relname AS name,
+       CASE WHEN pg_relation_size(c.oid) >= 8 * 1024 * 1024 AND c.reltuples >= 0 AND c.relpages > 0
+            THEN (c.reltuples / c.relpages * (pg_relation_size(c.oid) / current_setting('block_size')::bigint))::bigint
+       END AS rows
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = 'agentlab_sched' AND c.relkind = 'r'
+  AND c.relname IN ('fires', 'runs', 'outbox', 'deliveries', 'schedule_changes')
+ORDER BY c.relname
+
+-- name: count_history_rows
+-- The rows of history table {table} (of agentlab_sched), counted.
+SELECT count(*) AS n FROM agentlab_sched.{table}
+
+-- name: recorded_fingerprint
+-- What the last migrate recorded of its SQL files and catalogue (see migrate.fingerprint()).
+SELECT value FROM agentlab_sched.config WHERE key = 'schema_fingerprint'
+
 -- name: applied_migrations
 -- The migration files applied, with their checksums.
 SELECT name, checksum FROM agentlab_sched.schema_migrations
