@@ -60,7 +60,7 @@ def _measure(url: str, mode: str, seconds: float, sync_commit: str, concurrency:
         finally:
             stopped_in = max(common.stop_worker(p) for p in procs)
         rows = conn.execute(
-            """SELECT f.status, extract(epoch FROM f.created_at - f.fire_at) AS recorded,
+            """SELECT f.status, f.fire_at, extract(epoch FROM f.created_at - f.fire_at) AS recorded,
                       extract(epoch FROM r.started_at - f.fire_at) AS run_started,
                       extract(epoch FROM h.began - f.fire_at) AS started,
                       extract(epoch FROM h.at - f.fire_at) AS statement_ran
@@ -71,6 +71,13 @@ def _measure(url: str, mode: str, seconds: float, sync_commit: str, concurrency:
             {"first": first, "warmup": WARMUP, "seconds": seconds},
         ).fetchall()
     started = [float(r["started"]) for r in rows if r["started"] is not None]
+    # Per due second: its first body and its last (the 50 start one after another in the worker's loop).
+    by_second: dict[Any, list[float]] = {}
+    for r in rows:
+        if r["started"] is not None:
+            by_second.setdefault(r["fire_at"], []).append(float(r["started"]))
+    firsts = [min(v) for v in by_second.values()]
+    lasts = [max(v) for v in by_second.values()]
     recorded = [float(r["recorded"]) for r in rows]
     run_started = [float(r["run_started"]) for r in rows if r["run_started"] is not None]
     statement_ran = [float(r["statement_ran"]) for r in rows if r["statement_ran"] is not None]
@@ -83,6 +90,9 @@ def _measure(url: str, mode: str, seconds: float, sync_commit: str, concurrency:
         "start_p50_ms": _ms(common.percentile(started, 50)),
         "start_p99_ms": _ms(common.percentile(started, 99)),
         "start_max_ms": _ms(max(started, default=float("nan"))),
+        "first_body_p50_ms": _ms(common.percentile(firsts, 50)),
+        "last_body_p50_ms": _ms(common.percentile(lasts, 50)),
+        "last_body_p99_ms": _ms(common.percentile(lasts, 99)),
         "statement_ran_p50_ms": _ms(common.percentile(statement_ran, 50)),
         "statement_ran_p99_ms": _ms(common.percentile(statement_ran, 99)),
         "run_started_p50_ms": _ms(common.percentile(run_started, 50)),
@@ -134,6 +144,9 @@ def run(
                 "start_p50_ms",
                 "start_p99_ms",
                 "start_max_ms",
+                "first_body_p50_ms",
+                "last_body_p50_ms",
+                "last_body_p99_ms",
                 "statement_ran_p50_ms",
                 "statement_ran_p99_ms",
                 "run_started_p50_ms",

@@ -63,27 +63,54 @@ class TickReport:
         self.fires[status] = self.fires.get(status, 0) + 1
 
 
+class _Hold:
+    """Commits held back until a due time on the database's clock (``fire_due``'s ``commit_not_before``)."""
+
+    def __init__(self, until: datetime | None) -> None:
+        self.until = until
+        #: Seconds spent waiting (not the tick's work: left out of its duration).
+        self.waited = 0.0
+
+    async def wait(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Before a commit that writes fires: wait (on the server, in its clock) until the due time; once
+        waited, every later commit of the tick is past it."""
+        if self.until is not None:
+            began = time.perf_counter()
+            await queries.execute(conn, "wait_until", {"at": self.until})
+            self.waited = time.perf_counter() - began
+            self.until = None
+
+
 async def fire_due(
     conn: psycopg.AsyncConnection[Any],
     now: datetime | None = None,
     *,
     settings: Settings | None = None,
+    commit_not_before: datetime | None = None,
 ) -> TickReport:
     """Fire everything due at ``now`` (the database clock by default); safe to run concurrently.
 
     Each batch is one transaction: schedules are claimed with FOR UPDATE SKIP LOCKED, planned in
     Python, and applied by SQL. An error applying a batch is retried with each schedule isolated, so
     one broken schedule records ``failed_to_start`` and never blocks the others.
+
+    ``commit_not_before`` (the precise loop's due time, a few milliseconds ahead): claim, plan and write
+    the fires of ``now`` ahead of it, and commit them at that instant of the database's clock, not before,
+    so their jobs can start the moment they are due. Until the commit the claimed schedules stay locked
+    (another worker skips them; a change to them waits) and nothing is visible.
     """
     settings = settings or Settings.from_env()
     began = time.perf_counter()
+    hold = _Hold(commit_not_before)
     try:
-        return await _fire_due(conn, now, settings)
+        return await _fire_due(conn, now, settings, hold)
     finally:
-        events.worker_event("tick", seconds=time.perf_counter() - began)
+        events.worker_event("tick", seconds=time.perf_counter() - began - hold.waited)
 
 
-async def _fire_due(conn: psycopg.AsyncConnection[Any], now: datetime | None, settings: Settings) -> TickReport:
+async def _fire_due(
+    conn: psycopg.AsyncConnection[Any], now: datetime | None, settings: Settings, hold: _Hold
+) -> TickReport:
     if now is None:
         now = await db_now(conn)
     report = TickReport(now=now)
@@ -96,7 +123,7 @@ async def _fire_due(conn: psycopg.AsyncConnection[Any], now: datetime | None, se
         size = min(settings.batch_size, FIRST_BATCH) if first else settings.batch_size
         try:
             claimed, size = await _one_batch(
-                conn, now, window, settings, report, seen, size, isolate=isolate, probe=first and not isolate
+                conn, now, window, settings, report, seen, size, hold, isolate=isolate, probe=first and not isolate
             )
         except psycopg.Error as exc:
             if conn.broken or conn.closed:
@@ -114,7 +141,8 @@ async def _fire_due(conn: psycopg.AsyncConnection[Any], now: datetime | None, se
         isolate = False
         if claimed < size:
             break
-    # Requests after the schedules: a due schedule never waits behind a request.
+    # Requests after the schedules: a due schedule never waits behind a request. Not ahead of time either.
+    await hold.wait(conn)
     await run_requests(conn, now, settings=settings, report=report)
     return report
 
@@ -127,6 +155,7 @@ async def _one_batch(
     report: TickReport,
     seen: set[int],
     size: int,
+    hold: _Hold,
     *,
     isolate: bool,
     probe: bool = False,
@@ -166,13 +195,14 @@ async def _one_batch(
             lease = now + timedelta(seconds=settings.resolver_timeout + RESOLVER_LEASE_MARGIN)
             await queries.execute(conn, "lease_schedules", {"ids": [row["id"] for row, _ in held], "until": lease})
         outcomes = await _apply(conn, "apply_plans", ready, now, isolate) if ready else []
+        await hold.wait(conn)
     seen.update(r["id"] for r in fresh)  # only once committed: a failed batch is retried isolated
     report.batches += 1
     report.claimed += len(fresh)
     rows_by_id = {r["id"]: r for r in fresh}
     _tally(report, outcomes, rows_by_id, {p["schedule_id"]: p for p in ready}, now, settings.locale)
     if held:
-        await _apply_resolved(conn, held, now, settings, report)
+        await _apply_resolved(conn, held, now, settings, report, hold)
     return len(rows), size
 
 
@@ -192,6 +222,7 @@ async def _apply_resolved(
     now: datetime,
     settings: Settings,
     report: TickReport,
+    hold: _Hold,
 ) -> None:
     """Run the resolvers of leased plans (no transaction open), then apply them under a new lock.
 
@@ -205,6 +236,7 @@ async def _apply_resolved(
         try:
             async with conn.transaction():
                 outcomes = await _apply(conn, "apply_resolved", list(plans), now, isolate)
+                await hold.wait(conn)
             break
         except psycopg.Error:
             if isolate:

@@ -5,6 +5,11 @@
 -- The database clock: one clock for all workers.
 SELECT clock_timestamp() AS now
 
+-- name: wait_until
+-- Wait until %(at)s on the database clock (at once if it is past): the precise loop's fires, written a few
+-- milliseconds ahead, are committed at their due time and not before.
+SELECT pg_sleep(greatest(0, extract(epoch FROM %(at)s::timestamptz - clock_timestamp())::float8))
+
 -- name: claim_due
 -- The schedules due at %(now)s and those to re-plan, at most %(batch)s, locked (SKIP LOCKED) for this tick.
 SELECT * FROM agentlab_sched.claim_due(%(now)s, %(batch)s)
@@ -93,7 +98,7 @@ SELECT id AS fire_id, status, run_id::text AS run_id, fire_at,
 FROM agentlab_sched.fires WHERE id = ANY(%(ids)s) ORDER BY fire_at, id
 
 -- name: next_wake
--- For the precise loop: seconds until the next due time (a schedule another worker is resolving counts
+-- For the precise loop: seconds until the next due time, and that time (a schedule another worker is resolving counts
 -- from the end of its lease), and whether something waits already. By the due index, never a scan (it runs
 -- after every tick): the first due time not under a lease, and the few leased schedules due before it (no
 -- schedule due later can wake it sooner). `resolving_until IS NOT NULL` is implied by the lease test, and
@@ -110,6 +115,7 @@ WITH free AS (
       AND s.resolving_until IS NOT NULL AND s.resolving_until > clock_timestamp()
 )
 SELECT extract(epoch FROM least((SELECT at FROM free), (SELECT at FROM leased)) - clock_timestamp()) AS wait,
+       least((SELECT at FROM free), (SELECT at FROM leased)) AS at,
        EXISTS (SELECT 1 FROM agentlab_sched.schedules WHERE replan IS NOT NULL)
        OR EXISTS (SELECT 1 FROM agentlab_sched.fire_requests WHERE done_at IS NULL) AS more
 
