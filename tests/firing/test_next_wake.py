@@ -51,24 +51,37 @@ async def _reads(conn: Conn) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    "a, b, c, wait",
+    "a, b, c, wait, due_time",
     [
-        ((100, None), (10, 50), (3000, None), 50),  # b is leased until 50 s from now: it wakes the loop then
-        ((100, None), (10, 200), (3000, None), 100),  # b's lease outlasts a's due time: a wakes it
-        ((100, None), (10, -5), (3000, None), 10),  # b's lease ended: b is due in 10 s like any schedule
-        ((100, None), (150, 160), (3000, None), 100),  # a lease on a schedule due after a: a
-        ((100, 400), (300, 350), (3000, None), 350),  # every one due before c leased: the first lease's end
-        ((-30, None), (10, None), (3000, None), -30),  # overdue: a negative wait (the loop fires at once)
+        ((100, None), (10, 50), (3000, None), 50, False),  # b is leased until 50 s from now: it wakes the loop then
+        ((100, None), (10, 200), (3000, None), 100, True),  # b's lease outlasts a's due time: a wakes it
+        ((100, None), (10, -5), (3000, None), 10, True),  # b's lease ended: b is due in 10 s like any schedule
+        ((100, None), (150, 160), (3000, None), 100, True),  # a lease on a schedule due after a: a
+        ((100, 400), (300, 350), (3000, None), 350, False),  # every one due before c leased: the first lease's end
+        ((-30, None), (10, None), (3000, None), -30, True),  # overdue: a negative wait (the loop fires at once)
     ],
 )
 async def test_the_first_due_time_counts_a_lease_from_its_end(
-    conn: Conn, a: tuple[int, int | None], b: tuple[int, int | None], c: tuple[int, int | None], wait: int
+    conn: Conn,
+    a: tuple[int, int | None],
+    b: tuple[int, int | None],
+    c: tuple[int, int | None],
+    wait: int,
+    due_time: bool,
 ) -> None:
     await _make(conn, 0)
     await conn.execute(f"UPDATE {S}.schedules SET enabled = false, replan = NULL WHERE name LIKE 'later-%%'")
     for name, (due_in, leased_for) in zip("abc", (a, b, c), strict=True):
         await _set(conn, name, due_in, leased_for)
     assert await _wake(conn) == (wait, False)
+    # The instant the loop may tick for ahead of time: a due time, never the end of a lease.
+    row = fetched(await queries.one(conn, "next_wake"))
+    cur = await conn.execute(
+        f"""SELECT next_run_at FROM {S}.schedules WHERE enabled AND coalesce(resolving_until <= now(), true)
+            ORDER BY next_run_at LIMIT 1"""
+    )
+    first_due = fetched(await cur.fetchone())["next_run_at"]  # the first not under a lease
+    assert row["at"] == (first_due if due_time else None)
 
 
 async def test_paused_schedules_count_nothing_and_none_due_is_no_wait(conn: Conn) -> None:

@@ -98,8 +98,9 @@ SELECT id AS fire_id, status, run_id::text AS run_id, fire_at,
 FROM agentlab_sched.fires WHERE id = ANY(%(ids)s) ORDER BY fire_at, id
 
 -- name: next_wake
--- For the precise loop: seconds until the next due time, and that time (a schedule another worker is resolving counts
--- from the end of its lease), and whether something waits already. By the due index, never a scan (it runs
+-- For the precise loop: seconds until the next due time (a schedule another worker is resolving counts
+-- from the end of its lease), that due time unless it is a lease's end (the loop may tick for it a little
+-- ahead), and whether something waits already. By the due index, never a scan (it runs
 -- after every tick): the first due time not under a lease, and the few leased schedules due before it (no
 -- schedule due later can wake it sooner). `resolving_until IS NOT NULL` is implied by the lease test, and
 -- written out so that the leased ones are read by their own index (schedules_leased_idx): by the due index
@@ -115,7 +116,9 @@ WITH free AS (
       AND s.resolving_until IS NOT NULL AND s.resolving_until > clock_timestamp()
 )
 SELECT extract(epoch FROM least((SELECT at FROM free), (SELECT at FROM leased)) - clock_timestamp()) AS wait,
-       least((SELECT at FROM free), (SELECT at FROM leased)) AS at,
+       -- the due time itself, which the loop may tick for ahead of time; not the end of a lease
+       CASE WHEN (SELECT at FROM leased) IS NULL OR (SELECT at FROM leased) > (SELECT at FROM free)
+            THEN (SELECT at FROM free) END AS at,
        EXISTS (SELECT 1 FROM agentlab_sched.schedules WHERE replan IS NOT NULL)
        OR EXISTS (SELECT 1 FROM agentlab_sched.fire_requests WHERE done_at IS NULL) AS more
 
