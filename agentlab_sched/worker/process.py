@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import time
@@ -189,6 +190,11 @@ async def run_worker(
         supervisor = Supervisor(app, listen, manager, options, direct=listen != url)
         supervising = asyncio.create_task(supervisor.run(), name="the Procrastinate worker")
         tasks = sorted(t for t in app.tasks if not t.startswith("builtin:"))  # not Procrastinate's aliases
+        # What start-up loaded (modules, the app, its tasks, the pools) lives as long as the worker: kept out
+        # of the garbage collector's full collections, which otherwise walk all of it every few seconds
+        # (30-40 ms of the event loop every 16 s at 50 jobs a second: the jobs due then started late).
+        gc.collect()
+        gc.freeze()
         events.worker_event(
             "ready", settings.locale, database=display_url(url), queues=list(queues or []), tasks=tasks,
             concurrency=concurrency, fires=scheduler.running, notifies=dispatcher.running, metrics_port=port,
@@ -208,6 +214,7 @@ async def run_worker(
             raise failure
         return clean
     finally:
+        gc.unfreeze()  # a process that goes on after its worker (tests, an embedding program) collects them again
         if metrics is not None:
             metrics.stop()
         if install_signal_handlers:
