@@ -70,13 +70,19 @@ class _Hold:
         self.until = until
         #: Seconds spent waiting (not the tick's work: left out of its duration).
         self.waited = 0.0
+        #: The database's clock when the wait ended: how late the fires committed after it are.
+        self.woke: datetime | None = None
+
+    def late_from(self, now: datetime) -> datetime:
+        """The instant a fire's lateness is counted to: the tick's ``now``, or the end of the wait if later."""
+        return max(now, self.woke) if self.woke is not None else now
 
     async def wait(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """Before a commit that writes fires: wait (on the server, in its clock) until the due time; once
         waited, every later commit of the tick is past it."""
         if self.until is not None:
             began = time.perf_counter()
-            await queries.execute(conn, "wait_until", {"at": self.until})
+            self.woke = await queries.value(conn, "wait_until", {"at": self.until})
             self.waited = time.perf_counter() - began
             self.until = None
 
@@ -200,7 +206,7 @@ async def _one_batch(
     report.batches += 1
     report.claimed += len(fresh)
     rows_by_id = {r["id"]: r for r in fresh}
-    _tally(report, outcomes, rows_by_id, {p["schedule_id"]: p for p in ready}, now, settings.locale)
+    _tally(report, outcomes, rows_by_id, {p["schedule_id"]: p for p in ready}, hold.late_from(now), settings.locale)
     if held:
         await _apply_resolved(conn, held, now, settings, report, hold)
     return len(rows), size
@@ -245,7 +251,7 @@ async def _apply_resolved(
             isolate = True
     report.round_trips += 3
     rows_by_id = {row["id"]: row for row, _ in held}
-    _tally(report, outcomes, rows_by_id, {p["schedule_id"]: p for p in plans}, now, settings.locale)
+    _tally(report, outcomes, rows_by_id, {p["schedule_id"]: p for p in plans}, hold.late_from(now), settings.locale)
 
 
 def _tally(

@@ -44,8 +44,13 @@ BACKOFF_FIRST = 0.1
 BACKOFF_MAX = 2.0
 #: How far ahead of a due time the loop wakes to claim, plan and write its fires, committed at that
 #: instant (``fire_due``'s ``commit_not_before``): the 10-20 ms that takes for 50 schedules are then
-#: before the due time, not after it, and the jobs can start the moment it comes.
-PREPARE_AHEAD = 0.05
+#: before the due time, not after it, and the jobs can start the moment it comes. Short, because the
+#: claimed schedules stay locked until the commit (a job of theirs finishing waits at most 50 ms to count
+#: a failure) and their overlap is judged by the runs as they are this much before the due time.
+PREPARE_AHEAD = 0.03
+#: A wake-up further than this from the due time (the socket readable with no NOTIFY in it) ticks plainly
+#: instead: never a transaction holding schedules for longer than the work and this.
+ARM_WITHIN = PREPARE_AHEAD + 0.02
 #: How long a tick's statement waits for a lock before the tick fails and is tried again (seconds): a
 #: migration's LOCK TABLE holds up firing, never the worker's stop.
 TICK_LOCK_TIMEOUT = 2.0
@@ -129,7 +134,7 @@ class Scheduler:
                 await asyncio.sleep(MIN_INTERVAL - gap)
                 await self._drain(conn)
             last = time.monotonic()
-            ahead = armed[0] if armed is not None and last < armed[1] else None
+            ahead = armed[0] if armed is not None and 0 < armed[1] - last <= ARM_WITHIN else None
             armed = None
             try:
                 delay, progressed, due = await self._fire_and_measure(conn, ahead)

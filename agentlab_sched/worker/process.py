@@ -144,6 +144,7 @@ async def run_worker(
     metrics = Metrics(url) if metrics_port is not None else None
     port = metrics.serve(metrics_port, metrics_host) if metrics is not None and metrics_port is not None else None
     stopped_at: float | None = None
+    froze = False
     try:
         if not await _until_stopped(_open(app), stop):
             return True
@@ -153,6 +154,13 @@ async def run_worker(
             return True
         if not await _until_stopped(_check_listen(listen), stop):
             return True
+        # What start-up loaded (modules, the app, its tasks) lives as long as the worker: kept out of the
+        # garbage collector's full collections, which otherwise walk all of it every few seconds (30-40 ms
+        # of the event loop every 16 s at 50 jobs a second: the jobs due then started late). Collected
+        # once first, before anything runs on the loop.
+        gc.collect()
+        gc.freeze()
+        froze = True
         scheduler = Scheduler(app, listen, settings)
         scheduler.start()
         # The precise loop fires on time, so the per-second periodic tick would only add a job a second;
@@ -190,11 +198,6 @@ async def run_worker(
         supervisor = Supervisor(app, listen, manager, options, direct=listen != url)
         supervising = asyncio.create_task(supervisor.run(), name="the Procrastinate worker")
         tasks = sorted(t for t in app.tasks if not t.startswith("builtin:"))  # not Procrastinate's aliases
-        # What start-up loaded (modules, the app, its tasks, the pools) lives as long as the worker: kept out
-        # of the garbage collector's full collections, which otherwise walk all of it every few seconds
-        # (30-40 ms of the event loop every 16 s at 50 jobs a second: the jobs due then started late).
-        gc.collect()
-        gc.freeze()
         events.worker_event(
             "ready", settings.locale, database=display_url(url), queues=list(queues or []), tasks=tasks,
             concurrency=concurrency, fires=scheduler.running, notifies=dispatcher.running, metrics_port=port,
@@ -214,7 +217,8 @@ async def run_worker(
             raise failure
         return clean
     finally:
-        gc.unfreeze()  # a process that goes on after its worker (tests, an embedding program) collects them again
+        if froze:  # a process that goes on after its worker (tests, an embedding program) collects them again
+            gc.unfreeze()
         if metrics is not None:
             metrics.stop()
         if install_signal_handlers:

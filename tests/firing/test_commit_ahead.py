@@ -14,6 +14,7 @@ from psycopg.rows import DictRow
 from agentlab_sched import database as db
 from agentlab_sched.database.clock import db_now
 from agentlab_sched.firing.tick import fire_due
+from agentlab_sched.observe import events
 from tests.support.firing_helpers import EN, fires, make_schedule, runs_of
 from tests.support.rows import fetched
 
@@ -39,8 +40,15 @@ async def test_fires_written_ahead_commit_at_their_due_time_and_not_before(
 ) -> None:
     due = await _next_second(conn, 0.3)
     sid = await make_schedule(conn, "every-second", cron="* * * * * *", timezone="UTC", next_run_at=due)
+    told: list[dict[str, Any]] = []
+
+    def listen(event: str, data: Any) -> None:
+        if event == "fire":
+            told.append(dict(data))
+
     ticker = await db.connect(db_url, locale="en")
     other = await db.connect(db_url, locale="en")
+    events.subscribe(listen)
     try:
         ticking = asyncio.create_task(fire_due(ticker, due, settings=EN, commit_not_before=due))
         await _sleeping(conn, ticker.info.backend_pid)
@@ -65,6 +73,9 @@ async def test_fires_written_ahead_commit_at_their_due_time_and_not_before(
         # A statement that saw the row ran after its commit: never before the due time.
         assert all(s["at"] >= due for s in samples if s["n"])
         assert await db_now(conn) >= due
+        # Its lateness is counted to the end of the wait on the database's clock, not to the tick's `now`.
+        [fired] = [d for d in told if d["schedule"] == "every-second"]
+        assert fired["status"] == "started" and 0 < fired["late_seconds"] < 1.0
 
         [fire] = await fires(conn, sid)
         assert (fire["fire_at"], fire["status"], fire["kind"]) == (due, "started", "scheduled")
@@ -77,6 +88,7 @@ async def test_fires_written_ahead_commit_at_their_due_time_and_not_before(
         again = await fire_due(other, due, settings=EN)
         assert again.fires == {} and len(await fires(conn, sid)) == 1
     finally:
+        events.unsubscribe(listen)
         await ticker.close()
         await other.close()
 

@@ -6,9 +6,10 @@
 SELECT clock_timestamp() AS now
 
 -- name: wait_until
--- Wait until %(at)s on the database clock (at once if it is past): the precise loop's fires, written a few
--- milliseconds ahead, are committed at their due time and not before.
-SELECT pg_sleep(greatest(0, extract(epoch FROM %(at)s::timestamptz - clock_timestamp())::float8))
+-- Wait until %(at)s on the database clock (at once if it is past), then say the clock: the precise loop's
+-- fires, written a few milliseconds ahead, are committed at their due time and not before.
+SELECT clock_timestamp() AS woke
+FROM (SELECT pg_sleep(greatest(0, extract(epoch FROM %(at)s::timestamptz - clock_timestamp())::float8))) AS waited
 
 -- name: claim_due
 -- The schedules due at %(now)s and those to re-plan, at most %(batch)s, locked (SKIP LOCKED) for this tick.
